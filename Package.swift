@@ -1,0 +1,34 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// Layering follows DESIGN.md §3: C shims → SteleSQL → Stele → tools.
+// Only the toolchain and Debian C libraries; no outside Swift packages.
+let package = Package(
+    name: "Stele",
+    products: [
+        .library(name: "Stele", targets: ["Stele"]),
+        .library(name: "SteleSQL", targets: ["SteleSQL"]),
+        .executable(name: "stele", targets: ["stele"]),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
+        .systemLibrary(
+            name: "CCrypto",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        .target(name: "SteleSQL", dependencies: ["CSQLite"]),
+        .target(name: "Stele", dependencies: ["SteleSQL", "CCrypto"]),
+        .target(name: "SteleBench", dependencies: ["Stele", "SteleSQL"]),
+        .executableTarget(name: "stele", dependencies: ["Stele", "SteleBench"]),
+        .target(name: "TestSupport", dependencies: ["Stele", "SteleSQL"]),
+        .testTarget(name: "SteleSQLTests", dependencies: ["SteleSQL", "TestSupport"]),
+        .testTarget(name: "SteleTests", dependencies: ["Stele", "TestSupport"]),
+        .testTarget(name: "SteleCLITests", dependencies: ["stele", "TestSupport"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,127 @@
+import SteleSQL
+
+/// A namespace merged last-writer-wins on hybrid timestamps; an exact tie
+/// between a write and a delete resolves delete-wins (000 §5). Suited to rows
+/// with a single writer, where add-wins would only open a hole (000 §5 peerDevices).
+///
+/// A deleted row keeps its key and stamp (the tombstone); reads never return it.
+public struct LWWNamespace: KeyValueNamespace {
+    let replica: Replica
+    public let declaration: NamespaceDeclaration
+
+    public var name: String { declaration.name }
+    private var id: SQLValue { .integer(declaration.id) }
+
+    // MARK: - Reads: the one place tombstones are filtered out for this kind
+
+    private static let live = "FROM lww_rows WHERE ns = ? AND deleted = 0"
+
+    public func get(_ key: String) throws -> [UInt8]? {
+        try replica.connection.queryFirst("SELECT value \(Self.live) AND key = ?", [id, .text(key)]) { $0.blob(0) }
+    }
+
+    /// Every live row, ordered by key.
+    public func entries() throws -> [(key: String, value: [UInt8])] {
+        try replica.connection.query("SELECT key, value \(Self.live) ORDER BY key", [id]) { ($0.text(0), $0.blob(1)) }
+    }
+
+    public func count() throws -> Int {
+        Int(try replica.connection.scalarInt("SELECT count(*) \(Self.live)", [id]) ?? 0)
+    }
+
+    public func tombstoneCount() throws -> Int {
+        Int(try replica.connection.scalarInt("SELECT count(*) FROM lww_rows WHERE ns = ? AND deleted = 1", [id]) ?? 0)
+    }
+
+    // MARK: - Local writes
+
+    /// Writes `value` under `key` with a fresh hybrid timestamp.
+    /// - Returns: the write's stamp.
+    @discardableResult
+    public func put(_ key: String, _ value: [UInt8]) throws -> WriteStamp {
+        try Limits.checkKey(key)
+        try Limits.checkValue(value)
+        return try replica.write {
+            let existing = try storedRecord(key)
+            let stamp = WriteStamp(timestamp: replica.nextTimestamp(), writer: replica.device)
+            try store(LWWRecord(key: key, value: value, stamp: stamp))
+            let wasLive = existing.map { !$0.isDeleted } ?? false
+            replica.emit(ChangeEvent(namespace: name, subject: .row(key: key), kind: wasLive ? .updated : .inserted, origin: .local))
+            return stamp
+        }
+    }
+
+    public func putBytes(_ key: String, _ value: [UInt8]) throws { try put(key, value) }
+
+    /// Deletes `key` with a fresh hybrid timestamp.
+    /// - Returns: the delete's stamp, or `nil` if there was no live row.
+    @discardableResult
+    public func delete(_ key: String) throws -> WriteStamp? {
+        try replica.write {
+            guard let existing = try storedRecord(key), !existing.isDeleted else { return nil }
+            let stamp = WriteStamp(timestamp: replica.nextTimestamp(), writer: replica.device)
+            try store(LWWRecord(key: key, value: nil, stamp: stamp))
+            replica.emit(ChangeEvent(namespace: name, subject: .row(key: key), kind: .deleted, origin: .local))
+            return stamp
+        }
+    }
+
+    // MARK: - Sync
+
+    public func record(_ key: String) throws -> LWWRecord? { try storedRecord(key) }
+
+    /// Every record, deletes included, ordered by key.
+    public func records() throws -> [LWWRecord] {
+        try replica.connection.query("SELECT key, value, ts, writer FROM lww_rows WHERE ns = ? ORDER BY key", [id]) { try decodeRecord($0) }
+    }
+
+    /// Every delete (tombstone), ordered by key.
+    public func tombstones() throws -> [LWWRecord] {
+        try replica.connection.query(
+            "SELECT key, value, ts, writer FROM lww_rows WHERE ns = ? AND deleted = 1 ORDER BY key", [id]
+        ) { try decodeRecord($0) }
+    }
+
+    /// Applies a remote write or delete with the `lww` rule (``LWWMerge``).
+    /// - Throws: ``ReplicaError`` `invalidRecord` for a malformed record (nothing changes).
+    @discardableResult
+    public func apply(_ remote: LWWRecord) throws -> MergeOutcome {
+        try remote.validate()
+        return try replica.write {
+            let decision = LWWMerge.merge(local: try storedRecord(remote.key), remote: remote)
+            replica.observe(remote.stamp.timestamp)
+            if let record = decision.store { try store(record) }
+            replica.emitOutcome(decision.outcome, namespace: name, subject: .row(key: remote.key))
+            return decision.outcome
+        }
+    }
+
+    // MARK: - Storage
+
+    private func storedRecord(_ key: String) throws -> LWWRecord? {
+        try replica.connection.queryFirst(
+            "SELECT key, value, ts, writer FROM lww_rows WHERE ns = ? AND key = ?", [id, .text(key)]
+        ) { try decodeRecord($0) }
+    }
+
+    private func decodeRecord(_ row: Statement) throws -> LWWRecord {
+        LWWRecord(
+            key: row.text(0), value: row.optionalBlob(1),
+            stamp: WriteStamp(timestamp: HybridTimestamp(rawValue: UInt64(row.int64(2))), writer: try replica.devices.id(at: row.int64(3))))
+    }
+
+    private func store(_ record: LWWRecord) throws {
+        try replica.connection.execute(
+            """
+            INSERT INTO lww_rows (ns, key, value, ts, writer, deleted) VALUES (?, ?, ?, ?, ?, ?)
+            ON CONFLICT (ns, key) DO UPDATE SET
+                value = excluded.value, ts = excluded.ts, writer = excluded.writer, deleted = excluded.deleted
+            """,
+            [
+                id, .text(record.key), record.value.map { .blob($0) } ?? .null,
+                .integer(Int64(bitPattern: record.stamp.timestamp.rawValue)),
+                .integer(try replica.devices.intern(record.stamp.writer, replica.connection)),
+                .integer(record.isDeleted ? 1 : 0),
+            ])
+    }
+}

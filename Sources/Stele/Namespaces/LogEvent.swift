@@ -1,0 +1,43 @@
+/// One event of a `log` namespace: an ordinary event of a group, or a tombstone
+/// marker that buries the whole group (000 §2: "a tombstone is an ordinary row
+/// whose meaning is: the thing named here is gone").
+public struct LogEvent: Sendable, Equatable {
+    public enum Kind: Sendable, Equatable {
+        /// An event with its body.
+        case event(body: [UInt8])
+        /// A tombstone: buries every event of the group, past and future.
+        case marker
+    }
+
+    public let id: EventID
+    /// The group the event belongs to (a conversation, say); a marker names the group it buries.
+    public let group: String
+    public let kind: Kind
+    public let stamp: WriteStamp
+
+    public init(id: EventID, group: String, kind: Kind, stamp: WriteStamp) {
+        self.id = id
+        self.group = group
+        self.kind = kind
+        self.stamp = stamp
+    }
+
+    public var isMarker: Bool { kind == .marker }
+
+    /// The body of an ordinary event (empty for a marker).
+    public var body: [UInt8] {
+        if case .event(let body) = kind { return body }
+        return []
+    }
+
+    func validate() throws {
+        let what = "log event \(id)"
+        do {
+            try Limits.checkKey(group, "group")
+            try Limits.checkValue(body)
+        } catch let error as ReplicaError {
+            throw ReplicaError(.invalidRecord, "\(what): \(error.message)")
+        }
+        try stamp.validate(what)
+    }
+}

@@ -1,0 +1,88 @@
+import SteleSQL
+
+/// A namespace as the replica records it.
+public struct NamespaceDeclaration: Sendable, Equatable {
+    /// The namespace's local id (its rows are keyed by it).
+    let id: Int64
+    /// The name, the same on every device of the account.
+    public let name: String
+    /// The merge rule.
+    public let kind: NamespaceKind
+}
+
+extension Replica {
+    static func loadNamespaces(_ connection: Connection) throws -> [String: NamespaceDeclaration] {
+        var declared: [String: NamespaceDeclaration] = [:]
+        let rows = try connection.query("SELECT id, name, kind FROM namespaces") { ($0.int64(0), $0.text(1), $0.text(2)) }
+        for (id, name, kindText) in rows {
+            guard let kind = NamespaceKind(rawValue: kindText) else {
+                throw ReplicaError(.corrupt, "namespace \(name) has unknown kind \(kindText); the file is damaged or from a newer Stele")
+            }
+            declared[name] = NamespaceDeclaration(id: id, name: name, kind: kind)
+        }
+        return declared
+    }
+
+    /// Every declared namespace, sorted by name.
+    public var namespaces: [NamespaceDeclaration] {
+        declared.values.sorted { $0.name < $1.name }
+    }
+
+    /// Declares a namespace, or checks an earlier declaration.
+    ///
+    /// Declaring is idempotent; every device of an account must declare the same set.
+    /// - Throws: ``ReplicaError`` `kindMismatch` if `name` was declared with another
+    ///   kind (nothing changes), `invalidName` for a name that is not a bare word.
+    @discardableResult
+    public func declare(_ name: String, _ kind: NamespaceKind) throws -> NamespaceDeclaration {
+        if let existing = declared[name] {
+            guard existing.kind == kind else {
+                throw ReplicaError(
+                    .kindMismatch,
+                    "namespace \(name) is declared as \(existing.kind) in this store, not \(kind); a namespace keeps its kind for life: use another name")
+            }
+            return existing
+        }
+        try Limits.checkNamespaceName(name)
+        return try write {
+            try connection.execute("INSERT INTO namespaces (name, kind) VALUES (?, ?)", [.text(name), .text(kind.rawValue)])
+            let declaration = NamespaceDeclaration(id: connection.lastInsertRowID, name: name, kind: kind)
+            declared[name] = declaration
+            return declaration
+        }
+    }
+
+    /// The declaration of `name`.
+    /// - Throws: ``ReplicaError`` `undeclaredNamespace`.
+    public func declaration(of name: String) throws -> NamespaceDeclaration {
+        guard let declaration = declared[name] else {
+            throw ReplicaError(.undeclaredNamespace, "namespace \(name) is not declared in this store; declare it (with its kind) first")
+        }
+        return declaration
+    }
+
+    /// The `causal` namespace `name`, declared now if it is new.
+    public func causal(_ name: String) throws -> CausalNamespace {
+        CausalNamespace(replica: self, declaration: try declare(name, .causal))
+    }
+
+    /// The `lww` namespace `name`, declared now if it is new.
+    public func lww(_ name: String) throws -> LWWNamespace {
+        LWWNamespace(replica: self, declaration: try declare(name, .lww))
+    }
+
+    /// The `log` namespace `name`, declared now if it is new.
+    public func log(_ name: String) throws -> EventLog {
+        EventLog(replica: self, declaration: try declare(name, .log))
+    }
+
+    /// The `appendOnly` namespace `name`, declared now if it is new.
+    public func appendOnly(_ name: String) throws -> AppendOnlyNamespace {
+        AppendOnlyNamespace(replica: self, declaration: try declare(name, .appendOnly))
+    }
+
+    /// The `local` namespace `name`, declared now if it is new.
+    public func local(_ name: String) throws -> LocalNamespace {
+        LocalNamespace(replica: self, declaration: try declare(name, .local))
+    }
+}

@@ -1,0 +1,275 @@
+import Foundation
+import SteleSQL
+
+/// One device's replica: a single SQLite file (WAL) holding the account id, the
+/// device id, the fleet generation and the namespaces (DESIGN §4).
+///
+/// A replica is not `Sendable`: it owns one SQLite connection and is used from
+/// one actor or serial context at a time (STYLE "SQLite"). Its change events are
+/// an `AsyncSequence` that can be consumed anywhere (``changes(bufferingPolicy:)``).
+public final class Replica {
+    /// What a replica is opened with.
+    public struct Options {
+        /// The wall clock for hybrid counters and timestamps.
+        public var clock: any WallClock
+        /// Randomness for event ids (seeded by the simulator for replayable runs).
+        public var random: any RandomNumberGenerator
+        /// Open without writing anything: reads work, writes throw ``ReplicaError/Code/readOnly``.
+        public var readOnly: Bool
+        /// SQLite failures to force (tests and the simulator).
+        public var faults: SQLiteFaultPlan?
+
+        public init(
+            clock: any WallClock = SystemWallClock(),
+            random: any RandomNumberGenerator = SystemRandomNumberGenerator(),
+            readOnly: Bool = false,
+            faults: SQLiteFaultPlan? = nil
+        ) {
+            self.clock = clock
+            self.random = random
+            self.readOnly = readOnly
+            self.faults = faults
+        }
+    }
+
+    /// The file path, or `:memory:`.
+    public let path: String
+    /// The account this store belongs to.
+    public let account: AccountID
+    /// The device this store belongs to.
+    public let device: DeviceID
+    /// The device's fleet generation (001 §7). Zero until the barrier collects.
+    public internal(set) var generation: UInt64
+    /// Whether the store was opened read-only.
+    public let isReadOnly: Bool
+
+    let connection: Connection
+    let clock: any WallClock
+    var random: any RandomNumberGenerator
+    let feed = ChangeFeed()
+
+    /// The last own counter used (hybrid: DESIGN §4 "Version vectors").
+    private(set) var ownCounter: UInt64
+    private(set) var hybridClock: HybridClock
+    private var countersDirty = false
+    var devices: DeviceTable
+    var declared: [String: NamespaceDeclaration]
+    private var pendingEvents: [ChangeEvent] = []
+    private var collectingEvents = false
+
+    private init(
+        path: String, connection: Connection, identity: StoredIdentity, options: Options
+    ) throws {
+        self.path = path
+        self.connection = connection
+        self.account = identity.account
+        self.device = identity.device
+        self.generation = identity.generation
+        self.ownCounter = identity.ownCounter
+        self.hybridClock = HybridClock(last: identity.clock)
+        self.isReadOnly = options.readOnly
+        self.clock = options.clock
+        self.random = options.random
+        self.devices = try DeviceTable.load(connection)
+        self.declared = try Self.loadNamespaces(connection)
+        guard devices.index(of: device) == DeviceTable.ownIndex else {
+            throw ReplicaError(.corrupt, "the store's device table does not list its own device first; the file is damaged")
+        }
+    }
+
+    deinit { feed.finish() }
+
+    // MARK: - Opening
+
+    /// Creates a new store at `path` (or an in-memory one for `:memory:`).
+    /// - Throws: ``ReplicaError`` `storeExists` if a non-empty file is already there.
+    public static func create(
+        at path: String, account: AccountID, device: DeviceID, options: Options = Options()
+    ) throws -> Replica {
+        guard !options.readOnly else { throw ReplicaError(.readOnly, "cannot create a store read-only") }
+        guard !fileHasContent(path) else {
+            throw ReplicaError(.storeExists, "a file already exists at \(path); open it instead, or choose another path")
+        }
+        let existedBefore = FileManager.default.fileExists(atPath: path)
+        do {
+            let connection = try Connection(path: path, mode: .readWriteCreate, configuration: .standard, faults: options.faults)
+            let now = options.clock.nowMilliseconds()
+            try connection.transaction {
+                try ReplicaSchema.migrator.migrate(connection)
+                try connection.executeScript("PRAGMA application_id = \(ReplicaSchema.applicationID)")
+                try connection.execute(
+                    "INSERT INTO replica (id, account, device, created_ms) VALUES (1, ?, ?, ?)",
+                    [.blob(account.bytes), .blob(device.bytes), .integer(now)])
+                try connection.execute("INSERT INTO devices (idx, id) VALUES (?, ?)", [.integer(DeviceTable.ownIndex), .blob(device.bytes)])
+            }
+            let identity = StoredIdentity(account: account, device: device, generation: 0, ownCounter: 0, clock: .zero)
+            return try Replica(path: path, connection: connection, identity: identity, options: options)
+        } catch {
+            // Leave nothing half-made behind: the file is ours only if we made it.
+            if !existedBefore && path != ":memory:" { removeStoreFiles(path) }
+            throw error
+        }
+    }
+
+    /// Opens an existing store.
+    /// - Parameters:
+    ///   - account: the account the store must belong to, or `nil` to accept any (inspection).
+    ///   - device: the device the store must belong to, or `nil` to accept any.
+    /// - Throws: ``ReplicaError``: `storeMissing`, `notAStore` (not SQLite, or another
+    ///   application's database), `newerFormat`, `corrupt`, `accountMismatch`,
+    ///   `deviceMismatch`. In every case the file is left untouched.
+    public static func open(
+        at path: String, account: AccountID? = nil, device: DeviceID? = nil, options: Options = Options()
+    ) throws -> Replica {
+        guard path != ":memory:", fileHasContent(path) else {
+            throw ReplicaError(.storeMissing, "no Stele store at \(path); check the path, or create the store first")
+        }
+        let connection: Connection
+        do {
+            connection = try Connection(
+                path: path, mode: options.readOnly ? .readOnly : .readWrite, configuration: nil, faults: options.faults)
+        } catch let error as SQLiteError {
+            throw ReplicaError(.storeMissing, "cannot open \(path): \(error.message)", cause: error)
+        }
+        // Validate before anything writes: a foreign file must not be touched.
+        let identity = try readIdentity(connection, path: path, readOnly: options.readOnly)
+        if let account, account != identity.account {
+            throw ReplicaError(
+                .accountMismatch,
+                "the store at \(path) belongs to account \(identity.account), not \(account); open the right store for this account")
+        }
+        if let device, device != identity.device {
+            throw ReplicaError(
+                .deviceMismatch,
+                "the store at \(path) belongs to device \(identity.device.hex), not \(device.hex); each device opens its own store")
+        }
+        if !options.readOnly {
+            try connection.configure(.standard)
+            try connection.transaction { try ReplicaSchema.migrator.migrate(connection) }
+        }
+        return try Replica(path: path, connection: connection, identity: identity, options: options)
+    }
+
+    /// Opens the store at `path`, creating it first if there is none.
+    public static func openOrCreate(
+        at path: String, account: AccountID, device: DeviceID, options: Options = Options()
+    ) throws -> Replica {
+        if path == ":memory:" || !fileHasContent(path) {
+            return try create(at: path, account: account, device: device, options: options)
+        }
+        return try open(at: path, account: account, device: device, options: options)
+    }
+
+    // MARK: - Events
+
+    /// The replica's change events, from now on, as an `AsyncSequence`.
+    ///
+    /// Events arrive after the transaction that caused them commits, in order.
+    /// The stream ends when the replica is released.
+    public func changes(
+        bufferingPolicy: AsyncStream<ChangeEvent>.Continuation.BufferingPolicy = .unbounded
+    ) -> AsyncStream<ChangeEvent> {
+        feed.subscribe(bufferingPolicy: bufferingPolicy)
+    }
+
+    // MARK: - Writing
+
+    /// Runs `body` as one transaction: every write inside commits together or not
+    /// at all, and change events are delivered once, after the commit.
+    /// Nested calls are savepoints.
+    /// - Throws: whatever `body` throws (everything it wrote is rolled back), or a
+    ///   ``ReplicaError`` `readOnly`, or a `SQLiteError` from the commit.
+    @discardableResult
+    public func write<T>(_ body: () throws -> T) throws -> T {
+        guard !isReadOnly else {
+            throw ReplicaError(.readOnly, "the store at \(path) was opened read-only; open it without readOnly to write")
+        }
+        let outermost = !connection.isInTransaction
+        if outermost { collectingEvents = feed.hasSubscribers }
+        let eventMark = pendingEvents.count
+        let deviceMark = devices.count
+        let result: T
+        do {
+            result = try connection.transaction {
+                let result = try body()
+                if outermost && countersDirty { try persistCounters() }
+                return result
+            }
+        } catch {
+            pendingEvents.removeSubrange(eventMark...)
+            if devices.count != deviceMark { devices = (try? DeviceTable.load(connection)) ?? devices }
+            throw error
+        }
+        if outermost {
+            countersDirty = false
+            let events = pendingEvents
+            pendingEvents.removeAll(keepingCapacity: true)
+            feed.publish(events)
+            checkInvariants()
+        }
+        return result
+    }
+
+    func emit(_ event: @autoclosure () -> ChangeEvent) {
+        if collectingEvents { pendingEvents.append(event()) }
+    }
+
+    /// The next own counter: `max(current + 1, wall-clock ms)`, so a device restored
+    /// from an old backup does not reuse a counter it had used before (DESIGN §4).
+    func nextOwnCounter() -> UInt64 {
+        let wall = UInt64(max(clock.nowMilliseconds(), 0))
+        ownCounter = min(max(ownCounter + 1, wall), VersionVector.maximumCounter)
+        countersDirty = true
+        return ownCounter
+    }
+
+    func nextTimestamp() -> HybridTimestamp {
+        countersDirty = true
+        return hybridClock.next(wallClockMilliseconds: clock.nowMilliseconds())
+    }
+
+    /// Keeps the own counter above anything a sibling has seen from this device
+    /// (after a restore, siblings may know later counters than the backup did).
+    func observe(_ vector: VersionVector) {
+        let seen = vector[device]
+        if seen > ownCounter {
+            ownCounter = seen
+            countersDirty = true
+        }
+    }
+
+    func observe(_ timestamp: HybridTimestamp) {
+        if timestamp > hybridClock.last {
+            hybridClock.observe(timestamp)
+            countersDirty = true
+        }
+    }
+
+    private func persistCounters() throws {
+        try connection.execute(
+            "UPDATE replica SET own_counter = ?, clock = ? WHERE id = 1",
+            [.integer(Int64(ownCounter)), .integer(Int64(bitPattern: hybridClock.last.rawValue))])
+    }
+
+    /// Copies the store into a file with SQLite's online-backup API (what an OS
+    /// device backup captures).
+    /// - Throws: `SQLiteError` if the destination cannot be written.
+    public func backup(to destination: String) throws {
+        try connection.backup(to: destination)
+    }
+
+    /// The SQLite failure plan forced on this store's connection (tests and the simulator).
+    public var faults: SQLiteFaultPlan? {
+        get { connection.faults }
+        set { connection.faults = newValue }
+    }
+
+    /// Cheap consistency checks after every committed write, in debug builds.
+    func checkInvariants() {
+        #if DEBUG
+        assert(devices.index(of: device) == DeviceTable.ownIndex, "own device lost its index")
+        assert(!connection.isInTransaction, "a write left a transaction open")
+        assert(pendingEvents.isEmpty, "events left unpublished")
+        #endif
+    }
+}

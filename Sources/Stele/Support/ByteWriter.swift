@@ -1,0 +1,24 @@
+/// Appends the primitives of Stele's compact encodings: unsigned LEB128 varints,
+/// fixed-width big-endian integers and raw bytes.
+struct ByteWriter {
+    private(set) var bytes: [UInt8] = []
+
+    init(capacity: Int = 0) { bytes.reserveCapacity(capacity) }
+
+    mutating func appendVarint(_ value: UInt64) {
+        var value = value
+        while value >= 0x80 {
+            bytes.append(UInt8(truncatingIfNeeded: value) | 0x80)
+            value >>= 7
+        }
+        bytes.append(UInt8(value))
+    }
+
+    mutating func appendBigEndian(_ value: UInt64) {
+        for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
+    }
+
+    mutating func append(_ other: some Sequence<UInt8>) { bytes.append(contentsOf: other) }
+
+    mutating func append(_ byte: UInt8) { bytes.append(byte) }
+}

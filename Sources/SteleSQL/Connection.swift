@@ -1,0 +1,230 @@
+import CSQLite
+
+/// One SQLite connection and the cache of its prepared statements.
+///
+/// A connection is not `Sendable`: it has one owner (an actor or one serial
+/// context) and never leaves it (STYLE "SQLite"). Every fallible `sqlite3_*`
+/// call goes through ``check(_:sql:_:)``, the one funnel where ``faults`` can
+/// force a failure.
+public final class Connection {
+    /// How to open the file.
+    public enum OpenMode: Sendable {
+        /// Read only; the file must exist. Nothing is written to it.
+        case readOnly
+        /// Read and write; the file must exist.
+        case readWrite
+        /// Read and write, creating the file if it is missing.
+        case readWriteCreate
+    }
+
+    /// The journal and durability settings applied by ``configure(_:)``.
+    public struct Configuration: Sendable {
+        /// `journal_mode` (`WAL` by default).
+        public var journalMode: String
+        /// `synchronous` (`NORMAL` by default: durable across application crashes, and
+        /// across power loss up to the last checkpoint, which is what WAL is designed for).
+        public var synchronous: String
+        /// How long to wait for another connection's lock before `SQLITE_BUSY`.
+        public var busyTimeoutMilliseconds: Int32
+
+        public init(journalMode: String = "WAL", synchronous: String = "NORMAL", busyTimeoutMilliseconds: Int32 = 5_000) {
+            self.journalMode = journalMode
+            self.synchronous = synchronous
+            self.busyTimeoutMilliseconds = busyTimeoutMilliseconds
+        }
+
+        /// WAL with `synchronous=NORMAL`.
+        public static let standard = Configuration()
+    }
+
+    /// The path given at open (`:memory:` for an in-memory database).
+    public let path: String
+    /// Failures to force on the next matching calls; `nil` (the default) forces none.
+    public var faults: SQLiteFaultPlan?
+
+    let handle: OpaquePointer
+    private var statementCache: [String: Statement] = [:]
+    var transactionDepth = 0
+
+    /// Opens (or creates) a database file.
+    ///
+    /// Opening alone writes nothing to an existing file; call ``configure(_:)``
+    /// once the file is known to be yours, or pass `configuration`.
+    /// - Throws: ``SQLiteError`` with `cantOpen` for a missing file (unless
+    ///   `readWriteCreate`), a directory, or a permission problem.
+    public init(
+        path: String, mode: OpenMode = .readWriteCreate,
+        configuration: Configuration? = .standard, faults: SQLiteFaultPlan? = nil
+    ) throws {
+        self.path = path
+        self.faults = faults
+        var flags: Int32 = SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
+        switch mode {
+        case .readOnly: flags |= SQLITE_OPEN_READONLY
+        case .readWrite: flags |= SQLITE_OPEN_READWRITE
+        case .readWriteCreate: flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
+        }
+        var opened: OpaquePointer?
+        let code: Int32
+        if let forced = faults?.intercept(SQLiteCall(operation: .open, sql: nil)) {
+            code = forced.rawValue
+        } else {
+            code = sqlite3_open_v2(path, &opened, flags, nil)
+        }
+        guard code == SQLITE_OK, let opened else {
+            let message = opened.map { String(cString: sqlite3_errmsg($0)) } ?? SQLiteResultCode(rawValue: code).description
+            if let opened { sqlite3_close_v2(opened) }
+            throw SQLiteError(code: SQLiteResultCode(rawValue: code), message: "\(message) (\(path))", operation: .open)
+        }
+        handle = opened
+        sqlite3_extended_result_codes(handle, 1)
+        if let configuration {
+            try configure(configuration)
+        }
+    }
+
+    deinit {
+        // Statements must be finalized before the connection can close cleanly;
+        // close_v2 defers the close if anything is still outstanding.
+        for statement in statementCache.values { statement.finalize() }
+        statementCache.removeAll()
+        sqlite3_close_v2(handle)
+    }
+
+    /// Applies journal mode, synchronous level and busy timeout.
+    /// - Throws: ``SQLiteError`` if a pragma fails (for example on a file that is not a database).
+    public func configure(_ configuration: Configuration) throws {
+        sqlite3_busy_timeout(handle, configuration.busyTimeoutMilliseconds)
+        let mode = try scalarText("PRAGMA journal_mode=\(configuration.journalMode)")
+        if path != ":memory:" && !path.isEmpty, mode?.lowercased() != configuration.journalMode.lowercased() {
+            throw SQLiteError(
+                code: .error, message: "journal_mode is \(mode ?? "unknown"), wanted \(configuration.journalMode)",
+                sql: "PRAGMA journal_mode", operation: .configure)
+        }
+        try execute("PRAGMA synchronous=\(configuration.synchronous)")
+    }
+
+    // MARK: - The funnel
+
+    /// Runs one fallible SQLite call, unless the fault plan forces its result.
+    /// Every fallible call in SteleSQL comes through here.
+    @inline(__always)
+    func call(_ operation: SQLiteOperation, sql: String?, _ body: () -> Int32) -> Int32 {
+        if let faults, let forced = faults.intercept(SQLiteCall(operation: operation, sql: sql)) {
+            return forced.rawValue
+        }
+        return body()
+    }
+
+    /// Runs one fallible call and throws unless it returned `SQLITE_OK`.
+    @inline(__always)
+    func check(_ operation: SQLiteOperation, sql: String?, _ body: () -> Int32) throws {
+        let code = call(operation, sql: sql, body)
+        if code != SQLITE_OK { throw error(code: code, operation: operation, sql: sql) }
+    }
+
+    /// Builds the error for a failed call. SQLite's message is used only when the
+    /// code is really SQLite's (a forced code gets the generic text for the code).
+    func error(code: Int32, operation: SQLiteOperation, sql: String?) -> SQLiteError {
+        let resultCode = SQLiteResultCode(rawValue: code)
+        let ownCode = sqlite3_extended_errcode(handle)
+        let message = ownCode == code ? String(cString: sqlite3_errmsg(handle)) : resultCode.description
+        return SQLiteError(code: resultCode, message: message, sql: sql, operation: operation)
+    }
+
+    // MARK: - Statements
+
+    /// Prepares a statement that is not cached (finalized when released).
+    /// - Throws: ``SQLiteError`` on a syntax error or a missing table.
+    public func prepare(_ sql: String) throws -> Statement {
+        var prepared: OpaquePointer?
+        try check(.prepare, sql: sql) { sqlite3_prepare_v2(handle, sql, -1, &prepared, nil) }
+        guard let prepared else {
+            throw SQLiteError(code: .misuse, message: "the SQL text holds no statement", sql: sql, operation: .prepare)
+        }
+        return Statement(handle: prepared, sql: sql, connection: self)
+    }
+
+    /// The cached prepared statement for `sql`, reset and with bindings cleared.
+    ///
+    /// Statements are prepared once per SQL text; a statement whose step failed is
+    /// evicted so the next use prepares it afresh.
+    public func cached(_ sql: String) throws -> Statement {
+        if let statement = statementCache[sql] {
+            statement.reset()
+            return statement
+        }
+        let statement = try prepare(sql)
+        statement.isCached = true
+        statementCache[sql] = statement
+        return statement
+    }
+
+    /// The number of statements in the cache.
+    public var cachedStatementCount: Int { statementCache.count }
+
+    func evict(_ statement: Statement) {
+        if statementCache[statement.sql] === statement {
+            statementCache[statement.sql] = nil
+            statement.isCached = false
+        }
+    }
+
+    // MARK: - Convenience
+
+    /// Runs a statement that returns no rows, with `arguments` bound in order.
+    public func execute(_ sql: String, _ arguments: [SQLValue] = []) throws {
+        let statement = try cached(sql)
+        try statement.bind(arguments)
+        while try statement.step() {}
+    }
+
+    /// Runs a script of statements without bindings (schema changes, pragmas).
+    public func executeScript(_ sql: String) throws {
+        var message: UnsafeMutablePointer<CChar>?
+        let code = call(.execute, sql: sql) { sqlite3_exec(handle, sql, nil, nil, &message) }
+        if code != SQLITE_OK {
+            let text = message.map { String(cString: $0) } ?? SQLiteResultCode(rawValue: code).description
+            sqlite3_free(message)
+            throw SQLiteError(code: SQLiteResultCode(rawValue: code), message: text, sql: sql, operation: .execute)
+        }
+    }
+
+    /// Runs a query and maps every row.
+    public func query<T>(_ sql: String, _ arguments: [SQLValue] = [], _ row: (Statement) throws -> T) throws -> [T] {
+        let statement = try cached(sql)
+        try statement.bind(arguments)
+        var rows: [T] = []
+        while try statement.step() { rows.append(try row(statement)) }
+        return rows
+    }
+
+    /// Runs a query and maps its first row, if any.
+    public func queryFirst<T>(_ sql: String, _ arguments: [SQLValue] = [], _ row: (Statement) throws -> T) throws -> T? {
+        let statement = try cached(sql)
+        try statement.bind(arguments)
+        guard try statement.step() else { return nil }
+        let value = try row(statement)
+        statement.reset()
+        return value
+    }
+
+    /// The first column of the first row as an integer, if any.
+    public func scalarInt(_ sql: String, _ arguments: [SQLValue] = []) throws -> Int64? {
+        try queryFirst(sql, arguments) { $0.isNull(0) ? nil : $0.int64(0) } ?? nil
+    }
+
+    /// The first column of the first row as text, if any.
+    public func scalarText(_ sql: String, _ arguments: [SQLValue] = []) throws -> String? {
+        try queryFirst(sql, arguments) { $0.isNull(0) ? nil : $0.text(0) } ?? nil
+    }
+
+    /// The rowid of the most recent successful INSERT.
+    public var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+
+    /// Rows changed by the most recent INSERT, UPDATE or DELETE.
+    public var changes: Int { Int(sqlite3_changes(handle)) }
+
+    /// True while no transaction is open (SQLite's autocommit mode).
+    public var isAutocommit: Bool { sqlite3_get_autocommit(handle) != 0 }
+}

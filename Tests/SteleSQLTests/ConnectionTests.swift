@@ -1,0 +1,85 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import SteleSQL
+
+@Suite struct ConnectionTests {
+    @Test func opensInWALWithSynchronousNormal() throws {
+        let directory = try TemporaryDirectory()
+        let connection = try Connection(path: directory.file("a.db"))
+        #expect(try connection.scalarText("PRAGMA journal_mode") == "wal")
+        // synchronous NORMAL is 1.
+        #expect(try connection.scalarInt("PRAGMA synchronous") == 1)
+    }
+
+    @Test func readOnlyOpenOfMissingFileFailsAndCreatesNothing() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("missing.db")
+        #expect {
+            _ = try Connection(path: path, mode: .readOnly, configuration: nil)
+        } throws: { ($0 as? SQLiteError)?.code.primary == .cantOpen }
+        #expect(!FileManager.default.fileExists(atPath: path))
+    }
+
+    @Test func statementsAreCachedBySQLText() throws {
+        let connection = try Connection(path: ":memory:")
+        let before = connection.cachedStatementCount
+        let first = try connection.cached("SELECT 1")
+        let second = try connection.cached("SELECT 1")
+        #expect(first === second)
+        let other = try connection.cached("SELECT 2")
+        #expect(first !== other)
+        #expect(connection.cachedStatementCount == before + 2)
+    }
+
+    @Test func aStatementWhoseStepFailedIsEvicted() throws {
+        let connection = try Connection(path: ":memory:")
+        try connection.executeScript("CREATE TABLE t (x INTEGER PRIMARY KEY)")
+        try connection.execute("INSERT INTO t VALUES (?)", [1])
+        let before = try connection.cached("INSERT INTO t VALUES (?)")
+        #expect(throws: SQLiteError.self) { try connection.execute("INSERT INTO t VALUES (?)", [1]) }
+        let after = try connection.cached("INSERT INTO t VALUES (?)")
+        #expect(before !== after)
+    }
+
+    @Test func errorsCarryCodeMessageAndSQLButNeverBoundValues() throws {
+        let connection = try Connection(path: ":memory:")
+        try connection.executeScript("CREATE TABLE t (x TEXT PRIMARY KEY)")
+        try connection.execute("INSERT INTO t VALUES (?)", ["secret-value"])
+        do {
+            try connection.execute("INSERT INTO t VALUES (?)", ["secret-value"])
+            Issue.record("a duplicate primary key must fail")
+        } catch let error as SQLiteError {
+            #expect(error.code.primary == .constraint)
+            #expect(error.sql == "INSERT INTO t VALUES (?)")
+            #expect(error.message.contains("UNIQUE"))
+            #expect(!error.description.contains("secret-value"))
+        }
+    }
+
+    @Test func aSyntaxErrorIsATypedPrepareError() throws {
+        let connection = try Connection(path: ":memory:")
+        #expect {
+            _ = try connection.prepare("SELEC nonsense")
+        } throws: { error in
+            guard let error = error as? SQLiteError else { return false }
+            return error.operation == .prepare && error.code.primary == .error && error.sql == "SELEC nonsense"
+        }
+    }
+
+    @Test func valuesRoundTripThroughEveryType() throws {
+        let connection = try Connection(path: ":memory:")
+        try connection.executeScript("CREATE TABLE t (a, b, c, d, e)")
+        let values: [SQLValue] = [.integer(-42), .real(2.5), .text("héllo"), .blob([0, 1, 255]), .null]
+        try connection.execute("INSERT INTO t VALUES (?, ?, ?, ?, ?)", values)
+        let row = try connection.queryFirst("SELECT a, b, c, d, e FROM t") { row in (0..<5).map { row.value(Int32($0)) } }
+        #expect(row == values)
+    }
+
+    @Test func anEmptyBlobIsNotNull() throws {
+        let connection = try Connection(path: ":memory:")
+        try connection.executeScript("CREATE TABLE t (b BLOB)")
+        try connection.execute("INSERT INTO t VALUES (?)", [.blob([])])
+        #expect(try connection.queryFirst("SELECT b IS NULL, length(b) FROM t") { ($0.int64(0), $0.int64(1)) }! == (0, 0))
+    }
+}
