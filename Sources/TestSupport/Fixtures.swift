@@ -29,19 +29,25 @@ public enum Fixtures {
     /// A replica on disk in `directory`, with a manual clock and seeded randomness.
     public static func replica(
         in directory: TemporaryDirectory, name: String = "device.stele", account: AccountID = account(),
-        device: DeviceID = device(1), clock: ManualWallClock = ManualWallClock(), seed: UInt64 = 7
+        device: DeviceID = device(1), clock: ManualWallClock = ManualWallClock(), seed: UInt64? = nil
     ) throws -> Replica {
         try Replica.create(
             at: directory.file(name), account: account, device: device,
-            options: Replica.Options(clock: clock, random: SeededGenerator(seed: seed)))
+            options: Replica.Options(clock: clock, random: SeededGenerator(seed: seed ?? seedOf(device))))
     }
 
     /// An in-memory replica, for merge-rule tests that need no file.
     public static func memoryReplica(
-        account: AccountID = account(), device: DeviceID = device(1), clock: ManualWallClock = ManualWallClock(), seed: UInt64 = 7
+        account: AccountID = account(), device: DeviceID = device(1), clock: ManualWallClock = ManualWallClock(), seed: UInt64? = nil
     ) throws -> Replica {
         try Replica.create(
-            at: ":memory:", account: account, device: device, options: Replica.Options(clock: clock, random: SeededGenerator(seed: seed)))
+            at: ":memory:", account: account, device: device,
+            options: Replica.Options(clock: clock, random: SeededGenerator(seed: seed ?? seedOf(device))))
+    }
+
+    /// A generator seed of its own for each device, so two devices never mint the same event ids.
+    private static func seedOf(_ device: DeviceID) -> UInt64 {
+        device.bytes.prefix(8).reduce(0) { $0 << 8 | UInt64($1) }
     }
 }
 

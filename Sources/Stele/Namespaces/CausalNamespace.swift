@@ -1,6 +1,6 @@
 import SteleSQL
 
-/// A namespace of rows merged by version vectors (000 §4-5).
+/// A namespace of rows merged by version vectors (000 §4-5, ``CausalMerge``).
 ///
 /// A delete bumps this device's counter and then marks the row tombstoned; the
 /// bookkeeping (key and vector) outlives the value, so a sibling's stale copy is
@@ -38,7 +38,8 @@ public struct CausalNamespace: KeyValueNamespace {
 
     // MARK: - Local writes
 
-    /// Writes `value` under `key` (an upsert).
+    /// Writes `value` under `key` (an upsert). The new version supersedes every
+    /// version this device has seen of the key.
     /// - Returns: the row's new version vector, which carries this device's next counter.
     /// - Throws: ``ReplicaError`` `limitExceeded` / `invalidName` for a bad key or value,
     ///   `readOnly`; nothing is written then.
@@ -49,9 +50,10 @@ public struct CausalNamespace: KeyValueNamespace {
         return try replica.write {
             let existing = try storedRecord(key)
             var vector = existing?.vector ?? VersionVector()
-            vector.advance(replica.device, to: replica.nextOwnCounter())
-            let stamp = WriteStamp(timestamp: replica.nextTimestamp(), writer: replica.device)
-            try store(CausalRecord(key: key, vector: vector, state: .live(value: value, stamp: stamp)))
+            let dot = Dot(device: replica.device, counter: replica.nextOwnCounter())
+            vector.advance(dot.device, to: dot.counter)
+            let version = CausalVersion(dot: dot, timestamp: replica.nextTimestamp(), value: value)
+            try store(CausalRecord(key: key, vector: vector, versions: [version]))
             let wasLive = existing.map { !$0.isTombstone } ?? false
             replica.emit(ChangeEvent(namespace: name, subject: .row(key: key), kind: wasLive ? .updated : .inserted, origin: .local))
             return vector
@@ -67,7 +69,7 @@ public struct CausalNamespace: KeyValueNamespace {
             guard let existing = try storedRecord(key), !existing.isTombstone else { return nil }
             var vector = existing.vector
             vector.advance(replica.device, to: replica.nextOwnCounter())
-            try store(CausalRecord(key: key, vector: vector, state: .tombstone))
+            try store(.tombstone(key: key, vector: vector))
             replica.emit(ChangeEvent(namespace: name, subject: .row(key: key), kind: .deleted, origin: .local))
             return vector
         }
@@ -82,20 +84,18 @@ public struct CausalNamespace: KeyValueNamespace {
 
     /// Every record, tombstones included, ordered by key.
     public func records() throws -> [CausalRecord] {
-        try replica.connection.query(
-            "SELECT key, value, vv, ts, writer FROM causal_rows WHERE ns = ? ORDER BY key", [id]
-        ) { try decodeRecord($0) }
+        try replica.connection.query("SELECT \(Self.columns) FROM causal_rows WHERE ns = ? ORDER BY key", [id]) { try decodeRecord($0) }
     }
 
     /// Every tombstone, ordered by key (reconcile ships the whole set, 000 §4).
     public func tombstones() throws -> [CausalRecord] {
         try replica.connection.query(
-            "SELECT key, value, vv, ts, writer FROM causal_rows WHERE ns = ? AND tombstoned = 1 ORDER BY key", [id]
+            "SELECT \(Self.columns) FROM causal_rows WHERE ns = ? AND tombstoned = 1 ORDER BY key", [id]
         ) { try decodeRecord($0) }
     }
 
     /// Applies a remote row or tombstone with the `causal` rule (``CausalMerge``):
-    /// a tombstone deletes only where it dominates, and the merged vector is
+    /// a tombstone deletes only what its history saw, and the merged vector is
     /// recorded either way.
     /// - Throws: ``ReplicaError`` `invalidRecord` for a malformed record (nothing changes).
     @discardableResult
@@ -104,7 +104,7 @@ public struct CausalNamespace: KeyValueNamespace {
         return try replica.write {
             let decision = CausalMerge.merge(local: try storedRecord(remote.key), remote: remote)
             replica.observe(remote.vector)
-            if case .live(_, let stamp) = remote.state { replica.observe(stamp.timestamp) }
+            for version in remote.versions { replica.observe(version.timestamp) }
             if let record = decision.store { try store(record) }
             replica.emitOutcome(decision.outcome, namespace: name, subject: .row(key: remote.key))
             return decision.outcome
@@ -113,39 +113,48 @@ public struct CausalNamespace: KeyValueNamespace {
 
     // MARK: - Storage
 
+    private static let columns = "key, vv, value, ts, writer, dot, siblings"
+
     private func storedRecord(_ key: String) throws -> CausalRecord? {
-        try replica.connection.queryFirst(
-            "SELECT key, value, vv, ts, writer FROM causal_rows WHERE ns = ? AND key = ?", [id, .text(key)]
-        ) { try decodeRecord($0) }
+        try replica.connection.queryFirst("SELECT \(Self.columns) FROM causal_rows WHERE ns = ? AND key = ?", [id, .text(key)]) {
+            try decodeRecord($0)
+        }
     }
 
     private func decodeRecord(_ row: Statement) throws -> CausalRecord {
         let key = row.text(0)
-        let vector = try replica.loadVector(row.blob(2))
-        guard let value = row.optionalBlob(1) else { return CausalRecord(key: key, vector: vector, state: .tombstone) }
-        let stamp = WriteStamp(timestamp: HybridTimestamp(rawValue: UInt64(row.int64(3))), writer: try replica.devices.id(at: row.int64(4)))
-        return CausalRecord(key: key, vector: vector, state: .live(value: value, stamp: stamp))
+        let vector = try replica.loadVector(row.blob(1))
+        guard let value = row.optionalBlob(2) else { return .tombstone(key: key, vector: vector) }
+        let shown = CausalVersion(
+            dot: Dot(device: try replica.devices.id(at: row.int64(4)), counter: UInt64(row.int64(5))),
+            timestamp: HybridTimestamp(rawValue: UInt64(row.int64(3))), value: value)
+        let others = try row.optionalBlob(6).map { try replica.loadVersions($0) } ?? []
+        return CausalRecord(key: key, vector: vector, versions: [shown] + others)
     }
 
     private func store(_ record: CausalRecord) throws {
         let statement = try replica.connection.cached(
             """
-            INSERT INTO causal_rows (ns, key, value, vv, ts, writer, tombstoned) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+            INSERT INTO causal_rows (ns, key, vv, value, ts, writer, dot, siblings, tombstoned)
+            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
             ON CONFLICT (ns, key) DO UPDATE SET
-                value = excluded.value, vv = excluded.vv, ts = excluded.ts, writer = excluded.writer, tombstoned = excluded.tombstoned
+                vv = excluded.vv, value = excluded.value, ts = excluded.ts, writer = excluded.writer,
+                dot = excluded.dot, siblings = excluded.siblings, tombstoned = excluded.tombstoned
             """)
         try statement.bind(1, declaration.id)
         try statement.bind(2, record.key)
-        try statement.bind(4, try replica.storedVector(record.vector))
-        switch record.state {
-        case .live(let value, let stamp):
-            try statement.bind(3, value)
-            try statement.bind(5, Int64(bitPattern: stamp.timestamp.rawValue))
-            try statement.bind(6, try replica.devices.intern(stamp.writer, replica.connection))
-            try statement.bind(7, Int64(0))
-        case .tombstone:
-            // Value, timestamp and writer stay NULL: a tombstone is key and vector only.
-            try statement.bind(7, Int64(1))
+        try statement.bind(3, try replica.storedVector(record.vector))
+        if let shown = record.winner {
+            try statement.bind(4, shown.value)
+            try statement.bind(5, Int64(bitPattern: shown.timestamp.rawValue))
+            try statement.bind(6, try replica.devices.intern(shown.dot.device, replica.connection))
+            try statement.bind(7, Int64(shown.dot.counter))
+            let others = record.versions.filter { $0.dot != shown.dot }
+            if !others.isEmpty { try statement.bind(8, try replica.storedVersions(others)) }
+            try statement.bind(9, Int64(0))
+        } else {
+            // Everything but key and vector stays NULL: a tombstone is only its history.
+            try statement.bind(9, Int64(1))
         }
         try statement.step()
     }

@@ -1,110 +1,86 @@
-/// A `causal` row as sync ships it: the key, its version vector and either the
-/// live value with its write stamp or a tombstone (RowVersion, 000 §4).
-public struct CausalRecord: Sendable, Equatable {
-    public enum State: Sendable, Equatable {
-        case live(value: [UInt8], stamp: WriteStamp)
-        case tombstone
+/// One live version of a `causal` row: a value, the dot of the write that made
+/// it, and the write's hybrid timestamp.
+public struct CausalVersion: Sendable, Equatable {
+    public let dot: Dot
+    public let timestamp: HybridTimestamp
+    public let value: [UInt8]
+
+    public init(dot: Dot, timestamp: HybridTimestamp, value: [UInt8]) {
+        self.dot = dot
+        self.timestamp = timestamp
+        self.value = value
     }
 
+    /// Orders concurrent versions for display: later timestamp, then larger device id.
+    public var stamp: WriteStamp { WriteStamp(timestamp: timestamp, writer: dot.device) }
+}
+
+/// A `causal` row as sync ships it (RowVersion, 000 §4): the key, its version
+/// vector (every write this row's state has seen), and the live versions that
+/// no write in that history superseded. No versions means a tombstone.
+///
+/// Usually there is one version. Two writes made concurrently on two devices
+/// are both kept until a later write that saw both replaces them; reads show the
+/// one with the later write stamp (DESIGN §4: "deterministic winner: hybrid
+/// timestamp, then device id") and the merge reports the other as a conflict.
+/// Keeping the loser rather than discarding it is what makes the merge a join
+/// (same result in every delivery order) and keeps a delete that saw one
+/// version from resurrecting it through the other's merged vector.
+public struct CausalRecord: Sendable, Equatable {
     public let key: String
     public let vector: VersionVector
-    public let state: State
+    /// The surviving versions, sorted by dot.
+    public let versions: [CausalVersion]
 
-    public init(key: String, vector: VersionVector, state: State) {
+    /// The most versions a record may carry: a bound for input from outside
+    /// (each device can contribute at most one surviving version).
+    public static let maximumVersions = 256
+
+    public init(key: String, vector: VersionVector, versions: [CausalVersion]) {
         self.key = key
         self.vector = vector
-        self.state = state
+        self.versions = versions.sorted { $0.dot < $1.dot }
     }
 
-    /// The live value, or `nil` for a tombstone.
-    public var value: [UInt8]? {
-        if case .live(let value, _) = state { return value }
-        return nil
+    /// A tombstone: the history, no live version.
+    public static func tombstone(key: String, vector: VersionVector) -> CausalRecord {
+        CausalRecord(key: key, vector: vector, versions: [])
     }
 
-    public var isTombstone: Bool { state == .tombstone }
+    public var isTombstone: Bool { versions.isEmpty }
+
+    /// The version reads show: the latest write stamp, then the larger value.
+    public var winner: CausalVersion? {
+        versions.max { lhs, rhs in
+            // Versions come from distinct devices, so stamps differ; the value
+            // comparison only keeps the order total.
+            lhs.stamp != rhs.stamp ? lhs.stamp < rhs.stamp : lhs.value.lexicographicallyPrecedes(rhs.value)
+        }
+    }
+
+    /// The value reads show, or `nil` for a tombstone.
+    public var value: [UInt8]? { winner?.value }
 
     /// Checks a record from outside before it is merged.
     /// - Throws: ``ReplicaError`` `invalidRecord`: bad key or value size, an empty
-    ///   vector, or a live value whose writer is missing from its vector.
+    ///   vector, too many versions, a duplicated dot, or a version whose dot the
+    ///   vector does not cover.
     func validate() throws {
         let what = "causal record \"\(key.prefix(64))\""
-        try Limits.validateKeyAndValue(key, value, what)
+        try Limits.validateKeyAndValue(key, nil, what)
         guard !vector.isEmpty else { throw ReplicaError(.invalidRecord, "\(what) has an empty version vector") }
-        if case .live(_, let stamp) = state {
-            try stamp.validate(what)
-            guard vector[stamp.writer] > 0 else {
-                throw ReplicaError(.invalidRecord, "\(what): its writer \(stamp.writer) is missing from its vector")
+        guard versions.count <= Self.maximumVersions else {
+            throw ReplicaError(.invalidRecord, "\(what) carries \(versions.count) versions, more than \(Self.maximumVersions)")
+        }
+        for (index, version) in versions.enumerated() {
+            try Limits.validateKeyAndValue(key, version.value, what)
+            try version.stamp.validate(what)
+            guard version.dot.counter > 0, vector.covers(version.dot) else {
+                throw ReplicaError(.invalidRecord, "\(what): version \(version.dot) is not covered by its vector \(vector)")
             }
-        }
-    }
-}
-
-/// The `causal` merge rule as a pure function (000 §4-5, DESIGN §4):
-/// a dominating side wins; concurrent live vs tombstone: add-wins; concurrent
-/// live vs live: the later write stamp wins; the merged vector is kept either way.
-enum CausalMerge {
-    struct Decision: Equatable {
-        /// What to store, or `nil` to leave the local copy as it is.
-        var store: CausalRecord?
-        var outcome: MergeOutcome
-    }
-
-    static func merge(local: CausalRecord?, remote: CausalRecord) -> Decision {
-        guard let local else {
-            return Decision(store: remote, outcome: MergeOutcome(remote.isTombstone ? .recorded : .inserted))
-        }
-        switch remote.vector.compare(local.vector) {
-        case .dominated:
-            return Decision(store: nil, outcome: .unchanged)
-        case .equal where remote.state == local.state:
-            return Decision(store: nil, outcome: .unchanged)
-        case .dominates:
-            return Decision(store: remote, outcome: MergeOutcome(transition(from: local, to: remote)))
-        case .equal, .concurrent:
-            // Equal vectors with different states cannot arise from honest counters;
-            // resolving them like concurrent writes still converges.
-            return concurrent(local: local, remote: remote)
-        }
-    }
-
-    private static func concurrent(local: CausalRecord, remote: CausalRecord) -> Decision {
-        let merged = local.vector.merged(with: remote.vector)
-        switch (local.state, remote.state) {
-        case let (.live(localValue, localStamp), .live(remoteValue, remoteStamp)):
-            if remoteStamp == localStamp && remoteValue == localValue {
-                return Decision(store: CausalRecord(key: local.key, vector: merged, state: local.state), outcome: MergeOutcome(.recorded))
+            if index > 0 && versions[index - 1].dot.device == version.dot.device {
+                throw ReplicaError(.invalidRecord, "\(what): two versions from one device \(version.dot.device); a later write covers an earlier one")
             }
-            // Later stamp wins; identical stamps (only from a damaged clock) fall back to the larger value.
-            let remoteWins = remoteStamp != localStamp ? remoteStamp > localStamp : localValue.lexicographicallyPrecedes(remoteValue)
-            if remoteWins {
-                return Decision(
-                    store: CausalRecord(key: local.key, vector: merged, state: remote.state),
-                    outcome: MergeOutcome(.updated, conflict: Conflict(resolution: .concurrentEditLost, lostValue: localValue, losingDevice: localStamp.writer)))
-            }
-            return Decision(
-                store: CausalRecord(key: local.key, vector: merged, state: local.state),
-                outcome: MergeOutcome(.recorded, conflict: Conflict(resolution: .concurrentEditLost, lostValue: remoteValue, losingDevice: remoteStamp.writer)))
-        case (.live, .tombstone):
-            // Add-wins: the delete did not see this edit, so it is not a decision about it (000 §5).
-            return Decision(
-                store: CausalRecord(key: local.key, vector: merged, state: local.state),
-                outcome: MergeOutcome(.recorded, conflict: Conflict(resolution: .deleteLostToEdit, lostValue: nil, losingDevice: nil)))
-        case (.tombstone, .live):
-            return Decision(
-                store: CausalRecord(key: local.key, vector: merged, state: remote.state),
-                outcome: MergeOutcome(.inserted, conflict: Conflict(resolution: .deleteLostToEdit, lostValue: nil, losingDevice: nil)))
-        case (.tombstone, .tombstone):
-            return Decision(store: CausalRecord(key: local.key, vector: merged, state: .tombstone), outcome: MergeOutcome(.recorded))
-        }
-    }
-
-    private static func transition(from local: CausalRecord, to remote: CausalRecord) -> MergeOutcome.Effect {
-        switch (local.isTombstone, remote.isTombstone) {
-        case (false, false): .updated
-        case (false, true): .deleted
-        case (true, false): .inserted
-        case (true, true): .recorded
         }
     }
 }

@@ -33,8 +33,10 @@ enum ReplicaSchema {
                     name TEXT NOT NULL UNIQUE,
                     kind TEXT NOT NULL CHECK (kind IN ('causal', 'lww', 'log', 'appendOnly', 'local'))
                 );
-                -- causal: the row and its RowVersion bookkeeping in one cell (000 §4). A
-                -- tombstone keeps key and vector only; value, timestamp and writer go.
+                -- causal: the row and its RowVersion bookkeeping in one cell (000 §4).
+                -- value/ts/writer/dot are the version reads show; concurrent versions
+                -- that also survive sit in siblings (rare). A tombstone keeps key and
+                -- vector only: everything else is NULL.
                 CREATE TABLE causal_rows (
                     ns INTEGER NOT NULL,
                     key TEXT NOT NULL,
@@ -42,9 +44,12 @@ enum ReplicaSchema {
                     vv BLOB NOT NULL,
                     ts INTEGER,
                     writer INTEGER,
+                    dot INTEGER,
+                    siblings BLOB,
                     tombstoned INTEGER NOT NULL CHECK (tombstoned IN (0, 1)),
                     CHECK ((tombstoned = 1) = (value IS NULL)),
-                    CHECK ((tombstoned = 1) = (ts IS NULL AND writer IS NULL)),
+                    CHECK ((tombstoned = 1) = (ts IS NULL AND writer IS NULL AND dot IS NULL)),
+                    CHECK (tombstoned = 0 OR siblings IS NULL),
                     PRIMARY KEY (ns, key)
                 ) WITHOUT ROWID;
                 -- lww: a deleted row keeps its timestamp and writer: the merge needs them (000 §5).

@@ -46,3 +46,45 @@ extension Replica {
         }
     }
 }
+
+/// The on-disk form of the concurrent versions kept beside the one a row shows:
+/// a varint count, then per version the writer's local index, the counter, the
+/// timestamp, the value's length and the value.
+extension Replica {
+    func storedVersions(_ versions: [CausalVersion]) throws -> [UInt8] {
+        var writer = ByteWriter()
+        writer.appendVarint(UInt64(versions.count))
+        for version in versions {
+            writer.appendVarint(UInt64(try devices.intern(version.dot.device, connection)))
+            writer.appendVarint(version.dot.counter)
+            writer.appendVarint(version.timestamp.rawValue)
+            writer.appendVarint(UInt64(version.value.count))
+            writer.append(version.value)
+        }
+        return writer.bytes
+    }
+
+    func loadVersions(_ bytes: [UInt8]) throws -> [CausalVersion] {
+        do {
+            var reader = ByteReader(bytes)
+            let count = try reader.readCount("stored versions", maximum: CausalRecord.maximumVersions)
+            var versions: [CausalVersion] = []
+            for _ in 0..<count {
+                let index = try reader.readVarint("stored version writer")
+                let counter = try reader.readVarint("stored version counter")
+                let timestamp = try reader.readVarint("stored version timestamp")
+                let length = try reader.readCount("stored version length", maximum: Limits.maximumValueBytes)
+                let value = Array(try reader.readBytes(length, "stored version value"))
+                guard index <= UInt64(Int64.max) else { throw CodecError(.valueOutOfRange, "stored version writer out of range") }
+                versions.append(
+                    CausalVersion(
+                        dot: Dot(device: try devices.id(at: Int64(index)), counter: counter),
+                        timestamp: HybridTimestamp(rawValue: timestamp), value: value))
+            }
+            try reader.expectEnd("stored versions")
+            return versions
+        } catch let error as CodecError {
+            throw ReplicaError(.corrupt, "a row's stored concurrent versions are damaged; sync must stop until the store is repaired", cause: error)
+        }
+    }
+}
