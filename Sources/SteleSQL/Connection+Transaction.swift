@@ -59,7 +59,7 @@ extension Connection {
 
     private func savepoint<T>(_ body: () throws -> T) throws -> T {
         let name = "stele_sp\(transactionDepth)"
-        try check(.savepoint, sql: "SAVEPOINT \(name)") { sqlite3_exec(handle, "SAVEPOINT \(name)", nil, nil, nil) }
+        try runControl(.savepoint, "SAVEPOINT \(name)")
         transactionDepth += 1
         defer { transactionDepth -= 1 }
         let result: T
@@ -67,9 +67,10 @@ extension Connection {
             result = try body()
         } catch {
             if !isAutocommit {
-                // ROLLBACK TO keeps the savepoint open; RELEASE closes it.
-                _ = call(.rollback, sql: "ROLLBACK TO \(name)") { sqlite3_exec(handle, "ROLLBACK TO \(name)", nil, nil, nil) }
-                _ = call(.release, sql: "RELEASE \(name)") { sqlite3_exec(handle, "RELEASE \(name)", nil, nil, nil) }
+                // ROLLBACK TO keeps the savepoint open; RELEASE closes it. Failures here
+                // are swallowed: the error that led here is the one to report.
+                try? runControl(.rollback, "ROLLBACK TO \(name)")
+                try? runControl(.release, "RELEASE \(name)")
             }
             throw error
         }
@@ -78,8 +79,14 @@ extension Connection {
                 code: .abort, message: "SQLite rolled the enclosing transaction back on its own",
                 sql: "RELEASE \(name)", operation: .release)
         }
-        try check(.release, sql: "RELEASE \(name)") { sqlite3_exec(handle, "RELEASE \(name)", nil, nil, nil) }
+        try runControl(.release, "RELEASE \(name)")
         return result
+    }
+
+    /// Runs a transaction-control statement from the cache (savepoints are
+    /// frequent: every write nested in a batch takes one).
+    private func runControl(_ operation: SQLiteOperation, _ sql: String) throws {
+        _ = try cached(sql).step(as: operation)
     }
 
     /// True while a ``transaction(_:_:)`` body is running.

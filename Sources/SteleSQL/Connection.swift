@@ -1,5 +1,10 @@
 import CSQLite
 
+/// How a statement is found in the cache without hashing its text.
+enum StatementKey: Hashable {
+    case literal(UInt)
+}
+
 /// One SQLite connection and the cache of its prepared statements.
 ///
 /// A connection is not `Sendable`: it has one owner (an actor or one serial
@@ -44,6 +49,7 @@ public final class Connection {
 
     let handle: OpaquePointer
     private var statementCache: [String: Statement] = [:]
+    private var keyedStatementCache: [StatementKey: Statement] = [:]
     var transactionDepth = 0
 
     /// Opens (or creates) a database file.
@@ -87,7 +93,9 @@ public final class Connection {
         // Statements must be finalized before the connection can close cleanly;
         // close_v2 defers the close if anything is still outstanding.
         for statement in statementCache.values { statement.finalize() }
+        for statement in keyedStatementCache.values { statement.finalize() }
         statementCache.removeAll()
+        keyedStatementCache.removeAll()
         sqlite3_close_v2(handle)
     }
 
@@ -160,10 +168,32 @@ public final class Connection {
         return statement
     }
 
+    /// The cached prepared statement for a SQL literal: the same as ``cached(_:)``
+    /// but keyed by the literal's address, so hot paths skip hashing the text.
+    public func cached(literal sql: StaticString) throws -> Statement {
+        precondition(sql.hasPointerRepresentation, "SQL literals are text")
+        return try cached(key: .literal(UInt(bitPattern: sql.utf8Start)), sql.description)
+    }
+
+    private func cached(key: StatementKey, _ sql: @autoclosure () -> String) throws -> Statement {
+        if let statement = keyedStatementCache[key] {
+            statement.reset()
+            return statement
+        }
+        let statement = try prepare(sql())
+        statement.cacheKey = key
+        keyedStatementCache[key] = statement
+        return statement
+    }
+
     /// The number of statements in the cache.
-    public var cachedStatementCount: Int { statementCache.count }
+    public var cachedStatementCount: Int { statementCache.count + keyedStatementCache.count }
 
     func evict(_ statement: Statement) {
+        if let key = statement.cacheKey, keyedStatementCache[key] === statement {
+            keyedStatementCache[key] = nil
+            statement.cacheKey = nil
+        }
         if statementCache[statement.sql] === statement {
             statementCache[statement.sql] = nil
             statement.isCached = false

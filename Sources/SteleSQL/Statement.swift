@@ -8,6 +8,10 @@ public final class Statement {
     let handle: OpaquePointer
     unowned let connection: Connection
     var isCached = false
+    /// Set when a step failed: holders of their own statement caches prepare afresh.
+    public private(set) var hasFailed = false
+    /// The key in the connection's cache of SQL literals, when cached there.
+    var cacheKey: StatementKey?
     private var finalized = false
 
     init(handle: OpaquePointer, sql: String, connection: Connection) {
@@ -34,6 +38,12 @@ public final class Statement {
         sqlite3_clear_bindings(handle)
     }
 
+    /// Resets the statement but keeps its bindings: for callers that bind every
+    /// parameter on every use (``StatementSlots``).
+    public func resetKeepingBindings() {
+        sqlite3_reset(handle)
+    }
+
     // MARK: - Binding (parameters are 1-based, as in SQLite)
 
     public func bind(_ index: Int32, _ value: Int64) throws {
@@ -45,7 +55,16 @@ public final class Statement {
     }
 
     public func bind(_ index: Int32, _ value: String) throws {
-        try connection.check(.bind, sql: sql) { sqlite3_bind_text(handle, index, value, -1, Self.transient) }
+        var value = value
+        try connection.check(.bind, sql: sql) {
+            // The UTF-8 bytes with their length: no C-string copy, no strlen.
+            value.withUTF8 { bytes in
+                guard let base = bytes.baseAddress else { return sqlite3_bind_text(handle, index, "", 0, Self.transient) }
+                return base.withMemoryRebound(to: CChar.self, capacity: bytes.count) {
+                    sqlite3_bind_text(handle, index, $0, Int32(bytes.count), Self.transient)
+                }
+            }
+        }
     }
 
     /// Binds bytes as a BLOB (an empty array binds a zero-length BLOB, not NULL).
@@ -83,12 +102,19 @@ public final class Statement {
     /// - Throws: ``SQLiteError``; the statement is reset and, if cached, evicted.
     @discardableResult
     public func step() throws -> Bool {
-        let code = connection.call(.step, sql: sql) { sqlite3_step(handle) }
+        try step(as: .step)
+    }
+
+    /// Steps, naming the call to the fault funnel as `operation` (transaction
+    /// control statements are stepped as `.savepoint`, `.release`, ...).
+    func step(as operation: SQLiteOperation) throws -> Bool {
+        let code = connection.call(operation, sql: sql) { sqlite3_step(handle) }
         if code == SQLITE_ROW { return true }
         if code == SQLITE_DONE { return false }
-        let error = connection.error(code: code, operation: .step, sql: sql)
+        let error = connection.error(code: code, operation: operation, sql: sql)
         sqlite3_reset(handle)
-        if isCached { connection.evict(self) }
+        hasFailed = true
+        if isCached || cacheKey != nil { connection.evict(self) }
         throw error
     }
 

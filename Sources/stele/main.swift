@@ -1,1 +1,63 @@
-print("stele")
+import Foundation
+import Stele
+
+/// The `stele` command line (DESIGN §10): thin; it parses, calls the libraries, prints.
+struct Command {
+    let name: String
+    let summary: String
+    let usage: String
+    let run: ([String]) throws -> Void
+}
+
+@MainActor
+func main() -> Int32 {
+    let commands = [
+        Command(name: "demo", summary: "a narrated story of deletes that stay deleted, on two devices' stores", usage: DemoCommand.usage, run: DemoCommand.run),
+        Command(name: "inspect", summary: "show a store's account, device, generation and namespaces (read-only)", usage: InspectCommand.usage, run: InspectCommand.run),
+        Command(name: "bench", summary: "run the benchmark suite: figures as ratios to baselines run alongside", usage: BenchCommand.usage, run: BenchCommand.run),
+    ]
+    let generalUsage = """
+        usage: stele COMMAND [ARGUMENTS]
+
+        commands:
+        \(commands.map { "  " + $0.name.padding(toLength: 9, withPad: " ", startingAt: 0) + $0.summary }.joined(separator: "\n"))
+
+        Run 'stele COMMAND --help' for a command's arguments.
+        """
+
+    var arguments = Array(CommandLine.arguments.dropFirst())
+    guard let name = arguments.first else {
+        printError(generalUsage)
+        return 2
+    }
+    arguments.removeFirst()
+    if ["help", "--help", "-h"].contains(name) {
+        print(generalUsage)
+        return 0
+    }
+    guard let command = commands.first(where: { $0.name == name }) else {
+        var message = "stele: unknown command '\(name)'"
+        if let suggestion = closest(name, in: commands.map(\.name)) { message += "; did you mean '\(suggestion)'?" }
+        printError(message + "\n\n" + generalUsage)
+        return 2
+    }
+    if arguments.contains("--help") || arguments.contains("-h") {
+        print(command.usage)
+        return 0
+    }
+    do {
+        try command.run(arguments)
+        return 0
+    } catch let error as UsageError {
+        printError("stele \(name): \(error.message)\n\(error.usage)")
+        return 2
+    } catch let error as InputError {
+        printError("stele \(name): \(error.message)")
+        return 2
+    } catch {
+        printError("stele \(name): \(error)")
+        return 1
+    }
+}
+
+exit(main())

@@ -21,8 +21,12 @@ import TestSupport
         let replica = try Fixtures.memoryReplica()
         let notes = try replica.causal("notes")
         let written = try notes.put("a", [1])
+        let before = try #require(try notes.record("a")).vector
         let deleted = try #require(try notes.delete("a"))
-        #expect(deleted.compare(written) == .dominates)
+        let after = try #require(try notes.record("a")).vector
+        #expect(after.compare(before) == .dominates)
+        #expect(deleted.counter > written.counter)
+        #expect(after[replica.device] == deleted.counter)
     }
 
     @Test func deletingWhatIsNotThereDoesNothing() throws {
@@ -39,8 +43,10 @@ import TestSupport
         let replica = try Fixtures.memoryReplica()
         let notes = try replica.causal("notes")
         try notes.put("a", [1])
-        let tombstone = try #require(try notes.delete("a"))
-        let revived = try notes.put("a", [2])
+        try notes.delete("a")
+        let tombstone = try #require(try notes.record("a")).vector
+        try notes.put("a", [2])
+        let revived = try #require(try notes.record("a")).vector
         #expect(revived.compare(tombstone) == .dominates)
         #expect(try notes.get("a") == [2])
         #expect(try notes.tombstoneCount() == 0)

@@ -10,14 +10,14 @@ import TestSupport
         let clock = ManualWallClock(milliseconds: 5_000)
         let replica = try Fixtures.memoryReplica(clock: clock)
         let notes = try replica.causal("notes")
-        #expect(try notes.put("a", [1])[replica.device] == 5_000)
+        #expect(try notes.put("a", [1]).counter == 5_000)
         // Same millisecond: current + 1.
-        #expect(try notes.put("b", [1])[replica.device] == 5_001)
+        #expect(try notes.put("b", [1]).counter == 5_001)
         clock.advance(byMilliseconds: 10_000)
-        #expect(try notes.put("a", [2])[replica.device] == 15_000)
+        #expect(try notes.put("a", [2]).counter == 15_000)
         // The wall clock stepping back does not pull the counter back.
         clock.advance(byMilliseconds: -60_000)
-        #expect(try notes.put("a", [3])[replica.device] == 15_001)
+        #expect(try notes.put("a", [3]).counter == 15_001)
     }
 
     /// Restores the replica file from `backup` the way an OS restore does: the
@@ -37,12 +37,12 @@ import TestSupport
         do {
             let replica = try Fixtures.replica(in: directory, account: account, device: device, clock: clock)
             let notes = try replica.causal("notes")
-            for index in 0..<20 { used.insert(try notes.put("k\(index % 3)", [UInt8(index)])[device]) }
+            for index in 0..<20 { used.insert(try notes.put("k\(index % 3)", [UInt8(index)]).counter) }
             try replica.backup(to: directory.file("backup.stele"))
             // A burst after the backup: counters run ahead of the wall clock.
-            for index in 0..<1_000 { used.insert(try notes.put("k\(index % 5)", [UInt8(index % 256)])[device]) }
+            for index in 0..<1_000 { used.insert(try notes.put("k\(index % 5)", [UInt8(index % 256)]).counter) }
             clock.advance(byMilliseconds: 30_000)
-            for index in 0..<10 { used.insert(try notes.put("late\(index)", [1])[device]) }
+            for index in 0..<10 { used.insert(try notes.put("late\(index)", [1]).counter) }
         }
         #expect(used.count == 1_030)
 
@@ -52,7 +52,7 @@ import TestSupport
         let restored = try Replica.open(at: path, account: account, device: device, options: Replica.Options(clock: clock))
         let notes = try restored.causal("notes")
         for index in 0..<50 {
-            let counter = try notes.put("after\(index)", [1])[device]
+            let counter = try notes.put("after\(index)", [1]).counter
             #expect(!used.contains(counter), "counter \(counter) was used before the restore")
             #expect(counter > used.max()!)
         }
@@ -72,7 +72,7 @@ import TestSupport
         let restored = try Fixtures.memoryReplica(account: fleet.account, device: a.device, clock: fleet.clocks[0])
         let echoed = try #require(try b.causal("notes").record("k"))
         try restored.causal("notes").apply(echoed)
-        #expect(try restored.causal("notes").put("other", [1])[a.device] > highest)
+        #expect(try restored.causal("notes").put("other", [1]).counter > highest)
     }
 
     @Test func countersSurviveReopening() throws {
@@ -81,9 +81,9 @@ import TestSupport
         var last: UInt64 = 0
         do {
             let replica = try Fixtures.replica(in: directory, clock: clock)
-            for _ in 0..<10 { last = try replica.causal("notes").put("k", [1])[replica.device] }
+            for _ in 0..<10 { last = try replica.causal("notes").put("k", [1]).counter }
         }
         let reopened = try Replica.open(at: directory.file("device.stele"), options: Replica.Options(clock: clock))
-        #expect(try reopened.causal("notes").put("k", [2])[reopened.device] == last + 1)
+        #expect(try reopened.causal("notes").put("k", [2]).counter == last + 1)
     }
 }

@@ -196,10 +196,13 @@ import TestSupport
         let notes = try replica.causal("notes")
         try notes.put("a", [1])
         let faults = SQLiteFaultPlan()
-        faults.fail(.step, with: .full, sqlContains: "INSERT INTO causal_rows")
+        faults.fail(.step, with: .full, sqlContains: "UPDATE causal_")
+        faults.fail(.step, with: .ioError, sqlContains: "INSERT OR REPLACE INTO causal_")
         replica.faults = faults
         #expect { try notes.put("a", [2]) } throws: { ($0 as? SQLiteError)?.code == .full }
+        #expect { try notes.delete("a") } throws: { ($0 as? SQLiteError)?.code == .ioError }
         #expect(try notes.get("a") == [1])
+        #expect(try notes.tombstoneCount() == 0)
         // The store keeps working once the disk has room again.
         try notes.put("a", [3])
         #expect(try notes.get("a") == [3])
@@ -222,6 +225,35 @@ import TestSupport
             try notes.put("b", [2])
         }
         #expect(try notes.count() == 2)
+    }
+
+    @Test func aStorageFailureInsideABatchFailsTheWholeBatchEvenIfCaught() throws {
+        let replica = try Fixtures.memoryReplica()
+        let notes = try replica.causal("notes")
+        let faults = SQLiteFaultPlan()
+        faults.fail(.step, with: .ioError, sqlContains: "INSERT INTO causal_", after: 1)
+        replica.faults = faults
+        #expect { () throws in
+            try replica.write {
+                try notes.put("a", [1])
+                // The app swallows the failure of the second put and carries on.
+                _ = try? notes.put("b", [2])
+                try notes.put("c", [3])
+            }
+        } throws: { ($0 as? SQLiteError)?.code == .ioError }
+        #expect(try notes.count() == 0)
+    }
+
+    @Test func aRuleBrokenInsideABatchLeavesTheRestOfTheBatch() throws {
+        let replica = try Fixtures.memoryReplica()
+        let workouts = try replica.appendOnly("workouts")
+        try replica.write {
+            try workouts.put("run", [1])
+            // A refused write changed nothing, so the batch may go on.
+            #expect(throws: ReplicaError.self) { try workouts.put("run", [2]) }
+            try workouts.put("swim", [3])
+        }
+        #expect(try workouts.entries().map(\.value) == [[1], [3]])
     }
 
     @Test func aBackupIsAFullCopyOfTheStore() throws {

@@ -32,20 +32,20 @@ public struct AppendOnlyNamespace: KeyValueNamespace {
     public let declaration: NamespaceDeclaration
 
     public var name: String { declaration.name }
-    private var id: SQLValue { .integer(declaration.id) }
+    private var table: String { declaration.table }
 
     // This kind keeps no tombstones, so every stored row is live.
 
     public func get(_ key: String) throws -> [UInt8]? {
-        try replica.connection.queryFirst("SELECT value FROM append_only_rows WHERE ns = ? AND key = ?", [id, .text(key)]) { $0.blob(0) }
+        try replica.connection.queryFirst("SELECT value FROM \(table) WHERE key = ?", [.text(key)]) { $0.blob(0) }
     }
 
     public func entries() throws -> [(key: String, value: [UInt8])] {
-        try replica.connection.query("SELECT key, value FROM append_only_rows WHERE ns = ? ORDER BY key", [id]) { ($0.text(0), $0.blob(1)) }
+        try replica.connection.query("SELECT key, value FROM \(table) ORDER BY key") { ($0.text(0), $0.blob(1)) }
     }
 
     public func count() throws -> Int {
-        Int(try replica.connection.scalarInt("SELECT count(*) FROM append_only_rows WHERE ns = ?", [id]) ?? 0)
+        Int(try replica.connection.scalarInt("SELECT count(*) FROM \(table)") ?? 0)
     }
 
     /// Writes the record's one and only value.
@@ -55,7 +55,7 @@ public struct AppendOnlyNamespace: KeyValueNamespace {
     public func put(_ key: String, _ value: [UInt8]) throws -> WriteStamp {
         try Limits.checkKey(key)
         try Limits.checkValue(value)
-        return try replica.write {
+        return try replica.operation {
             guard try storedRecord(key) == nil else {
                 throw ReplicaError(.appendOnlyIsFinal, "\(key) in \(name) already has its value; appendOnly records are written once. Use a new key")
             }
@@ -77,7 +77,7 @@ public struct AppendOnlyNamespace: KeyValueNamespace {
     public func record(_ key: String) throws -> AppendOnlyRecord? { try storedRecord(key) }
 
     public func records() throws -> [AppendOnlyRecord] {
-        try replica.connection.query("SELECT key, value, ts, writer FROM append_only_rows WHERE ns = ? ORDER BY key", [id]) { try decode($0) }
+        try replica.connection.query("SELECT key, value, ts, writer FROM \(table) ORDER BY key") { try decode($0) }
     }
 
     /// Applies a remote record: inserted if absent; a tombstone is discarded; of two
@@ -86,7 +86,7 @@ public struct AppendOnlyNamespace: KeyValueNamespace {
     public func apply(_ remote: AppendOnlyRecord) throws -> MergeOutcome {
         try remote.validate()
         guard let remoteValue = remote.value else { return MergeOutcome(.discarded) }
-        return try replica.write {
+        return try replica.operation {
             replica.observe(remote.stamp.timestamp)
             guard let local = try storedRecord(remote.key), let localValue = local.value else {
                 try store(remote)
@@ -109,7 +109,7 @@ public struct AppendOnlyNamespace: KeyValueNamespace {
     }
 
     private func storedRecord(_ key: String) throws -> AppendOnlyRecord? {
-        try replica.connection.queryFirst("SELECT key, value, ts, writer FROM append_only_rows WHERE ns = ? AND key = ?", [id, .text(key)]) {
+        try replica.connection.queryFirst("SELECT key, value, ts, writer FROM \(table) WHERE key = ?", [.text(key)]) {
             try decode($0)
         }
     }
@@ -123,11 +123,11 @@ public struct AppendOnlyNamespace: KeyValueNamespace {
     private func store(_ record: AppendOnlyRecord) throws {
         try replica.connection.execute(
             """
-            INSERT INTO append_only_rows (ns, key, value, ts, writer) VALUES (?, ?, ?, ?, ?)
-            ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value, ts = excluded.ts, writer = excluded.writer
+            INSERT INTO \(table) (key, value, ts, writer) VALUES (?, ?, ?, ?)
+            ON CONFLICT (key) DO UPDATE SET value = excluded.value, ts = excluded.ts, writer = excluded.writer
             """,
             [
-                id, .text(record.key), .blob(record.value ?? []), .integer(Int64(bitPattern: record.stamp.timestamp.rawValue)),
+                .text(record.key), .blob(record.value ?? []), .integer(Int64(bitPattern: record.stamp.timestamp.rawValue)),
                 .integer(try replica.devices.intern(record.stamp.writer, replica.connection)),
             ])
     }

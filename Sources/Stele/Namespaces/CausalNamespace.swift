@@ -8,90 +8,159 @@ import SteleSQL
 public struct CausalNamespace: KeyValueNamespace {
     let replica: Replica
     public let declaration: NamespaceDeclaration
+    private let slots: StatementSlots
+
+    init(replica: Replica, declaration: NamespaceDeclaration) {
+        self.replica = replica
+        self.declaration = declaration
+        slots = replica.statementSlots(for: declaration, count: Slot.count)
+    }
 
     public var name: String { declaration.name }
-    private var id: SQLValue { .integer(declaration.id) }
+    private var table: String { declaration.table }
+
+    /// The namespace's cached statements, one slot each.
+    private enum Slot: Int, CaseIterable {
+        case get, insertLive, updateLive, lookup, storeTombstone, upsert, record
+
+        static let count = allCases.count
+    }
+
+    /// Hot statements bind every parameter on each use (``StatementSlots``).
+    private func statement(_ slot: Slot, _ sql: @autoclosure () -> String) throws -> Statement {
+        try slots.statement(slot.rawValue, sql())
+    }
 
     // MARK: - Reads: the one place tombstones are filtered out for this kind
 
-    private static let live = "FROM causal_rows WHERE ns = ? AND tombstoned = 0"
+    private var live: String { "FROM \(table) WHERE tombstoned = 0" }
 
     /// The live value of `key`, or `nil` if it is absent or deleted.
     public func get(_ key: String) throws -> [UInt8]? {
-        try replica.connection.queryFirst("SELECT value \(Self.live) AND key = ?", [id, .text(key)]) { $0.blob(0) }
+        let statement = try statement(.get, "SELECT value \(live) AND key = ?1")
+        try statement.bind(1, key)
+        guard try statement.step() else { return nil }
+        defer { statement.reset() }
+        return statement.blob(0)
     }
 
     /// Every live row, ordered by key.
     public func entries() throws -> [(key: String, value: [UInt8])] {
-        try replica.connection.query("SELECT key, value \(Self.live) ORDER BY key", [id]) { ($0.text(0), $0.blob(1)) }
+        try replica.connection.query("SELECT key, value \(live) ORDER BY key") { ($0.text(0), $0.blob(1)) }
     }
 
     /// The number of live rows.
     public func count() throws -> Int {
-        Int(try replica.connection.scalarInt("SELECT count(*) \(Self.live)", [id]) ?? 0)
+        Int(try replica.connection.scalarInt("SELECT count(*) \(live)") ?? 0)
     }
 
     /// The number of retained tombstones.
     public func tombstoneCount() throws -> Int {
-        Int(try replica.connection.scalarInt("SELECT count(*) FROM causal_rows WHERE ns = ? AND tombstoned = 1", [id]) ?? 0)
+        Int(try replica.connection.scalarInt("SELECT count(*) FROM \(table) WHERE tombstoned = 1") ?? 0)
     }
 
     // MARK: - Local writes
 
     /// Writes `value` under `key` (an upsert). The new version supersedes every
     /// version this device has seen of the key.
-    /// - Returns: the row's new version vector, which carries this device's next counter.
+    /// - Returns: the write's dot: this device and the own counter it used.
     /// - Throws: ``ReplicaError`` `limitExceeded` / `invalidName` for a bad key or value,
     ///   `readOnly`; nothing is written then.
     @discardableResult
-    public func put(_ key: String, _ value: [UInt8]) throws -> VersionVector {
+    public func put(_ key: String, _ value: [UInt8]) throws -> Dot {
         try Limits.checkKey(key)
         try Limits.checkValue(value)
-        return try replica.write {
-            let existing = try storedRecord(key)
-            var vector = existing?.vector ?? VersionVector()
-            let dot = Dot(device: replica.device, counter: replica.nextOwnCounter())
-            vector.advance(dot.device, to: dot.counter)
-            let version = CausalVersion(dot: dot, timestamp: replica.nextTimestamp(), value: value)
-            try store(CausalRecord(key: key, vector: vector, versions: [version]))
-            let wasLive = existing.map { !$0.isTombstone } ?? false
+        return try replica.operation {
+            let counter = replica.nextOwnCounter()
+            let timestamp = replica.nextTimestamp()
+            // Optimistic insert: a new key needs no lookup, its vector is just this write.
+            let insert = try statement(
+                .insertLive,
+                "INSERT INTO \(table) (vv, value, ts, writer, dot, siblings, tombstoned, key) VALUES (?1, ?2, ?3, ?4, ?5, NULL, 0, ?6) ON CONFLICT (key) DO NOTHING")
+            var vector = StoredVector()
+            vector.raise(DeviceTable.ownIndex, to: counter)
+            try bindLiveRow(insert, vector: vector.bytes, value: value, timestamp: timestamp, counter: counter, key: key)
+            try insert.step()
+            var wasLive = false
+            if replica.connection.changes == 0, let existing = try storedVector(key) {
+                wasLive = !existing.tombstoned
+                vector = try StoredVector(bytes: existing.vector)
+                vector.raise(DeviceTable.ownIndex, to: counter)
+                let update = try statement(
+                    .updateLive,
+                    "UPDATE \(table) SET vv = ?1, value = ?2, ts = ?3, writer = ?4, dot = ?5, siblings = NULL, tombstoned = 0 WHERE key = ?6")
+                try bindLiveRow(update, vector: vector.bytes, value: value, timestamp: timestamp, counter: counter, key: key)
+                try update.step()
+            }
             replica.emit(ChangeEvent(namespace: name, subject: .row(key: key), kind: wasLive ? .updated : .inserted, origin: .local))
-            return vector
+            return Dot(device: replica.device, counter: counter)
         }
+    }
+
+    private func bindLiveRow(_ statement: Statement, vector: [UInt8], value: [UInt8], timestamp: HybridTimestamp, counter: UInt64, key: String) throws {
+        try statement.bind(1, vector)
+        try statement.bind(2, value)
+        try statement.bind(3, Int64(bitPattern: timestamp.rawValue))
+        try statement.bind(4, DeviceTable.ownIndex)
+        try statement.bind(5, Int64(counter))
+        try statement.bind(6, key)
     }
 
     /// Deletes `key`: bumps this device's counter, then sets the tombstone (000 §4),
     /// so the tombstone dominates every copy this device had seen.
-    /// - Returns: the tombstone's vector, or `nil` if there was no live row to delete.
+    /// - Returns: the delete's dot, or `nil` if there was no live row to delete.
     @discardableResult
-    public func delete(_ key: String) throws -> VersionVector? {
-        try replica.write {
-            guard let existing = try storedRecord(key), !existing.isTombstone else { return nil }
-            var vector = existing.vector
-            vector.advance(replica.device, to: replica.nextOwnCounter())
-            try store(.tombstone(key: key, vector: vector))
+    public func delete(_ key: String) throws -> Dot? {
+        try replica.operation {
+            guard let existing = try storedVector(key), !existing.tombstoned else { return nil }
+            var vector = try StoredVector(bytes: existing.vector)
+            let counter = replica.nextOwnCounter()
+            vector.raise(DeviceTable.ownIndex, to: counter)
+            try storeTombstone(key, vector.bytes)
             replica.emit(ChangeEvent(namespace: name, subject: .row(key: key), kind: .deleted, origin: .local))
-            return vector
+            return Dot(device: replica.device, counter: counter)
         }
+    }
+
+    /// Replaces the row with its tombstone. REPLACE deletes the old cell before
+    /// inserting the small one, which lets SQLite merge the emptied pages: an
+    /// in-place UPDATE would leave each page a quarter full, and a retained
+    /// tombstone would cost ~170 bytes instead of ~40 (`local.tombstone_bytes`).
+    private func storeTombstone(_ key: String, _ vector: [UInt8]) throws {
+        let statement = try statement(.storeTombstone, "INSERT OR REPLACE INTO \(table) (key, vv, tombstoned) VALUES (?1, ?2, 1)")
+        try statement.bind(1, key)
+        try statement.bind(2, vector)
+        try statement.step()
+    }
+
+    /// The stored vector bytes and tombstone flag of `key`: all a local write needs.
+    private func storedVector(_ key: String) throws -> (vector: [UInt8], tombstoned: Bool)? {
+        let statement = try statement(.lookup, "SELECT vv, tombstoned FROM \(table) WHERE key = ?1")
+        try statement.bind(1, key)
+        guard try statement.step() else { return nil }
+        defer { statement.reset() }
+        return (statement.blob(0), statement.int64(1) == 1)
     }
 
     // MARK: - Sync: bookkeeping in and out
 
     /// The full record of `key`, tombstone included: what sync ships.
     public func record(_ key: String) throws -> CausalRecord? {
-        try storedRecord(key)
+        let statement = try statement(.record, "SELECT \(Self.columns) FROM \(table) WHERE key = ?1")
+        try statement.bind(1, key)
+        guard try statement.step() else { return nil }
+        defer { statement.reset() }
+        return try decodeRecord(statement)
     }
 
     /// Every record, tombstones included, ordered by key.
     public func records() throws -> [CausalRecord] {
-        try replica.connection.query("SELECT \(Self.columns) FROM causal_rows WHERE ns = ? ORDER BY key", [id]) { try decodeRecord($0) }
+        try replica.connection.query("SELECT \(Self.columns) FROM \(table) ORDER BY key") { try decodeRecord($0) }
     }
 
     /// Every tombstone, ordered by key (reconcile ships the whole set, 000 §4).
     public func tombstones() throws -> [CausalRecord] {
-        try replica.connection.query(
-            "SELECT \(Self.columns) FROM causal_rows WHERE ns = ? AND tombstoned = 1 ORDER BY key", [id]
-        ) { try decodeRecord($0) }
+        try replica.connection.query("SELECT \(Self.columns) FROM \(table) WHERE tombstoned = 1 ORDER BY key") { try decodeRecord($0) }
     }
 
     /// Applies a remote row or tombstone with the `causal` rule (``CausalMerge``):
@@ -101,8 +170,8 @@ public struct CausalNamespace: KeyValueNamespace {
     @discardableResult
     public func apply(_ remote: CausalRecord) throws -> MergeOutcome {
         try remote.validate()
-        return try replica.write {
-            let decision = CausalMerge.merge(local: try storedRecord(remote.key), remote: remote)
+        return try replica.operation {
+            let decision = CausalMerge.merge(local: try record(remote.key), remote: remote)
             replica.observe(remote.vector)
             for version in remote.versions { replica.observe(version.timestamp) }
             if let record = decision.store { try store(record) }
@@ -114,12 +183,6 @@ public struct CausalNamespace: KeyValueNamespace {
     // MARK: - Storage
 
     private static let columns = "key, vv, value, ts, writer, dot, siblings"
-
-    private func storedRecord(_ key: String) throws -> CausalRecord? {
-        try replica.connection.queryFirst("SELECT \(Self.columns) FROM causal_rows WHERE ns = ? AND key = ?", [id, .text(key)]) {
-            try decodeRecord($0)
-        }
-    }
 
     private func decodeRecord(_ row: Statement) throws -> CausalRecord {
         let key = row.text(0)
@@ -133,29 +196,27 @@ public struct CausalNamespace: KeyValueNamespace {
     }
 
     private func store(_ record: CausalRecord) throws {
-        let statement = try replica.connection.cached(
-            """
-            INSERT INTO causal_rows (ns, key, vv, value, ts, writer, dot, siblings, tombstoned)
-            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-            ON CONFLICT (ns, key) DO UPDATE SET
-                vv = excluded.vv, value = excluded.value, ts = excluded.ts, writer = excluded.writer,
-                dot = excluded.dot, siblings = excluded.siblings, tombstoned = excluded.tombstoned
-            """)
-        try statement.bind(1, declaration.id)
-        try statement.bind(2, record.key)
-        try statement.bind(3, try replica.storedVector(record.vector))
-        if let shown = record.winner {
-            try statement.bind(4, shown.value)
-            try statement.bind(5, Int64(bitPattern: shown.timestamp.rawValue))
-            try statement.bind(6, try replica.devices.intern(shown.dot.device, replica.connection))
-            try statement.bind(7, Int64(shown.dot.counter))
-            let others = record.versions.filter { $0.dot != shown.dot }
-            if !others.isEmpty { try statement.bind(8, try replica.storedVersions(others)) }
-            try statement.bind(9, Int64(0))
-        } else {
-            // Everything but key and vector stays NULL: a tombstone is only its history.
-            try statement.bind(9, Int64(1))
+        let vector = try replica.storedVector(record.vector)
+        guard let shown = record.winner else {
+            try storeTombstone(record.key, vector)
+            return
         }
+        let statement = try statement(
+            .upsert,
+            """
+            INSERT INTO \(table) (key, vv, value, ts, writer, dot, siblings, tombstoned) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0)
+            ON CONFLICT (key) DO UPDATE SET
+                vv = excluded.vv, value = excluded.value, ts = excluded.ts, writer = excluded.writer,
+                dot = excluded.dot, siblings = excluded.siblings, tombstoned = 0
+            """)
+        try statement.bind(1, record.key)
+        try statement.bind(2, vector)
+        try statement.bind(3, shown.value)
+        try statement.bind(4, Int64(bitPattern: shown.timestamp.rawValue))
+        try statement.bind(5, try replica.devices.intern(shown.dot.device, replica.connection))
+        try statement.bind(6, Int64(shown.dot.counter))
+        let others = record.versions.filter { $0.dot != shown.dot }
+        if others.isEmpty { try statement.bindNull(7) } else { try statement.bind(7, try replica.storedVersions(others)) }
         try statement.step()
     }
 }

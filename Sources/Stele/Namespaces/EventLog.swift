@@ -12,47 +12,48 @@ public struct EventLog {
     public let declaration: NamespaceDeclaration
 
     public var name: String { declaration.name }
-    private var id: SQLValue { .integer(declaration.id) }
+    private var table: String { declaration.table }
 
     // MARK: - Reads: live() is the only read (000 §2)
 
     /// Events not buried and not markers, in (timestamp, id) order.
     /// 000 §3: the buried set is computed from the whole log first, then filtered,
     /// so the result never depends on arrival order.
-    private static let liveSelect = """
-        SELECT e.id, e.grp, e.body, e.ts, e.writer FROM log_events e
-        WHERE e.ns = ?1 AND e.marker = 0
-          AND NOT EXISTS (SELECT 1 FROM log_events m WHERE m.ns = e.ns AND m.grp = e.grp AND m.marker = 1)
+    private var liveSelect: String {
         """
+        SELECT e.id, e.grp, e.body, e.ts, e.writer FROM \(table) e
+        WHERE e.marker = 0 AND NOT EXISTS (SELECT 1 FROM \(table) m WHERE m.grp = e.grp AND m.marker = 1)
+        """
+    }
 
     /// The live events, of one group or of all, oldest first.
     public func live(group: String? = nil) throws -> [LogEvent] {
         if let group {
-            return try replica.connection.query(Self.liveSelect + " AND e.grp = ?2 ORDER BY e.ts, e.id", [id, .text(group)]) { try decodeLive($0) }
+            return try replica.connection.query(liveSelect + " AND e.grp = ?1 ORDER BY e.ts, e.id", [.text(group)]) { try decodeLive($0) }
         }
-        return try replica.connection.query(Self.liveSelect + " ORDER BY e.ts, e.id", [id]) { try decodeLive($0) }
+        return try replica.connection.query(liveSelect + " ORDER BY e.ts, e.id") { try decodeLive($0) }
     }
 
     /// The number of live events.
     public func count() throws -> Int {
-        Int(try replica.connection.scalarInt("SELECT count(*) FROM (\(Self.liveSelect))", [id]) ?? 0)
+        Int(try replica.connection.scalarInt("SELECT count(*) FROM (\(liveSelect))") ?? 0)
     }
 
     /// Whether a tombstone marker buries `group`.
     public func isBuried(_ group: String) throws -> Bool {
         try replica.connection.queryFirst(
-            "SELECT 1 FROM log_events WHERE ns = ? AND grp = ? AND marker = 1 LIMIT 1", [id, .text(group)]) { _ in true } ?? false
+            "SELECT 1 FROM \(table) WHERE grp = ? AND marker = 1 LIMIT 1", [.text(group)]) { _ in true } ?? false
     }
 
     /// The number of tombstone markers retained.
     public func tombstoneCount() throws -> Int {
-        Int(try replica.connection.scalarInt("SELECT count(*) FROM log_events WHERE ns = ? AND marker = 1", [id]) ?? 0)
+        Int(try replica.connection.scalarInt("SELECT count(*) FROM \(table) WHERE marker = 1") ?? 0)
     }
 
     /// How many ordinary events of `group` are physically stored, buried or not
     /// (with erasure this is zero for a buried group).
     public func storedEventCount(group: String) throws -> Int {
-        Int(try replica.connection.scalarInt("SELECT count(*) FROM log_events WHERE ns = ? AND grp = ? AND marker = 0", [id, .text(group)]) ?? 0)
+        Int(try replica.connection.scalarInt("SELECT count(*) FROM \(table) WHERE grp = ? AND marker = 0", [.text(group)]) ?? 0)
     }
 
     // MARK: - Local writes
@@ -65,7 +66,7 @@ public struct EventLog {
     public func append(group: String, body: [UInt8]) throws -> EventID {
         try Limits.checkKey(group, "group")
         try Limits.checkValue(body)
-        return try replica.write {
+        return try replica.operation {
             guard try !isBuried(group) else {
                 throw ReplicaError(.groupBuried, "group \(group) of \(name) was deleted; its events are erased and new ones are refused. Use a new group")
             }
@@ -84,7 +85,7 @@ public struct EventLog {
     @discardableResult
     public func bury(_ group: String) throws -> EventID? {
         try Limits.checkKey(group, "group")
-        return try replica.write {
+        return try replica.operation {
             guard try !isBuried(group) else { return nil }
             let marker = LogEvent(
                 id: EventID.random(using: &replica.random), group: group, kind: .marker,
@@ -100,7 +101,7 @@ public struct EventLog {
 
     /// Every stored event and marker (what sync ships), in id order.
     public func events() throws -> [LogEvent] {
-        try replica.connection.query("SELECT id, grp, marker, body, ts, writer FROM log_events WHERE ns = ? ORDER BY id", [id]) {
+        try replica.connection.query("SELECT id, grp, marker, body, ts, writer FROM \(table) ORDER BY id") {
             try decodeStored($0)
         }
     }
@@ -111,10 +112,10 @@ public struct EventLog {
     @discardableResult
     public func apply(_ remote: LogEvent) throws -> MergeOutcome {
         try remote.validate()
-        return try replica.write {
+        return try replica.operation {
             replica.observe(remote.stamp.timestamp)
             let exists = try replica.connection.queryFirst(
-                "SELECT 1 FROM log_events WHERE ns = ? AND id = ?", [id, .blob(remote.id.bytes)]) { _ in true } ?? false
+                "SELECT 1 FROM \(table) WHERE id = ?", [.blob(remote.id.bytes)]) { _ in true } ?? false
             if exists { return .unchanged }
             let buried = try isBuried(remote.group)
             let outcome: MergeOutcome
@@ -138,9 +139,9 @@ public struct EventLog {
 
     private func insert(_ event: LogEvent) throws {
         try replica.connection.execute(
-            "INSERT INTO log_events (ns, id, grp, marker, body, ts, writer) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO \(table) (id, grp, marker, body, ts, writer) VALUES (?, ?, ?, ?, ?, ?)",
             [
-                id, .blob(event.id.bytes), .text(event.group), .integer(event.isMarker ? 1 : 0), .blob(event.body),
+                .blob(event.id.bytes), .text(event.group), .integer(event.isMarker ? 1 : 0), .blob(event.body),
                 .integer(Int64(bitPattern: event.stamp.timestamp.rawValue)),
                 .integer(try replica.devices.intern(event.stamp.writer, replica.connection)),
             ])
@@ -148,7 +149,7 @@ public struct EventLog {
 
     /// Erases the ordinary events of a buried group (beyond the seed: erasure, not only invisibility).
     private func purge(_ group: String) throws {
-        try replica.connection.execute("DELETE FROM log_events WHERE ns = ? AND grp = ? AND marker = 0", [id, .text(group)])
+        try replica.connection.execute("DELETE FROM \(table) WHERE grp = ? AND marker = 0", [.text(group)])
     }
 
     private func decodeLive(_ row: Statement) throws -> LogEvent {

@@ -10,27 +10,27 @@ public struct LWWNamespace: KeyValueNamespace {
     public let declaration: NamespaceDeclaration
 
     public var name: String { declaration.name }
-    private var id: SQLValue { .integer(declaration.id) }
+    private var table: String { declaration.table }
 
     // MARK: - Reads: the one place tombstones are filtered out for this kind
 
-    private static let live = "FROM lww_rows WHERE ns = ? AND deleted = 0"
+    private var live: String { "FROM \(table) WHERE deleted = 0" }
 
     public func get(_ key: String) throws -> [UInt8]? {
-        try replica.connection.queryFirst("SELECT value \(Self.live) AND key = ?", [id, .text(key)]) { $0.blob(0) }
+        try replica.connection.queryFirst("SELECT value \(live) AND key = ?", [.text(key)]) { $0.blob(0) }
     }
 
     /// Every live row, ordered by key.
     public func entries() throws -> [(key: String, value: [UInt8])] {
-        try replica.connection.query("SELECT key, value \(Self.live) ORDER BY key", [id]) { ($0.text(0), $0.blob(1)) }
+        try replica.connection.query("SELECT key, value \(live) ORDER BY key") { ($0.text(0), $0.blob(1)) }
     }
 
     public func count() throws -> Int {
-        Int(try replica.connection.scalarInt("SELECT count(*) \(Self.live)", [id]) ?? 0)
+        Int(try replica.connection.scalarInt("SELECT count(*) \(live)") ?? 0)
     }
 
     public func tombstoneCount() throws -> Int {
-        Int(try replica.connection.scalarInt("SELECT count(*) FROM lww_rows WHERE ns = ? AND deleted = 1", [id]) ?? 0)
+        Int(try replica.connection.scalarInt("SELECT count(*) FROM \(table) WHERE deleted = 1") ?? 0)
     }
 
     // MARK: - Local writes
@@ -41,7 +41,7 @@ public struct LWWNamespace: KeyValueNamespace {
     public func put(_ key: String, _ value: [UInt8]) throws -> WriteStamp {
         try Limits.checkKey(key)
         try Limits.checkValue(value)
-        return try replica.write {
+        return try replica.operation {
             let existing = try storedRecord(key)
             let stamp = WriteStamp(timestamp: replica.nextTimestamp(), writer: replica.device)
             try store(LWWRecord(key: key, value: value, stamp: stamp))
@@ -57,7 +57,7 @@ public struct LWWNamespace: KeyValueNamespace {
     /// - Returns: the delete's stamp, or `nil` if there was no live row.
     @discardableResult
     public func delete(_ key: String) throws -> WriteStamp? {
-        try replica.write {
+        try replica.operation {
             guard let existing = try storedRecord(key), !existing.isDeleted else { return nil }
             let stamp = WriteStamp(timestamp: replica.nextTimestamp(), writer: replica.device)
             try store(LWWRecord(key: key, value: nil, stamp: stamp))
@@ -72,13 +72,13 @@ public struct LWWNamespace: KeyValueNamespace {
 
     /// Every record, deletes included, ordered by key.
     public func records() throws -> [LWWRecord] {
-        try replica.connection.query("SELECT key, value, ts, writer FROM lww_rows WHERE ns = ? ORDER BY key", [id]) { try decodeRecord($0) }
+        try replica.connection.query("SELECT key, value, ts, writer FROM \(table) ORDER BY key") { try decodeRecord($0) }
     }
 
     /// Every delete (tombstone), ordered by key.
     public func tombstones() throws -> [LWWRecord] {
         try replica.connection.query(
-            "SELECT key, value, ts, writer FROM lww_rows WHERE ns = ? AND deleted = 1 ORDER BY key", [id]
+            "SELECT key, value, ts, writer FROM \(table) WHERE deleted = 1 ORDER BY key"
         ) { try decodeRecord($0) }
     }
 
@@ -87,7 +87,7 @@ public struct LWWNamespace: KeyValueNamespace {
     @discardableResult
     public func apply(_ remote: LWWRecord) throws -> MergeOutcome {
         try remote.validate()
-        return try replica.write {
+        return try replica.operation {
             let decision = LWWMerge.merge(local: try storedRecord(remote.key), remote: remote)
             replica.observe(remote.stamp.timestamp)
             if let record = decision.store { try store(record) }
@@ -100,7 +100,7 @@ public struct LWWNamespace: KeyValueNamespace {
 
     private func storedRecord(_ key: String) throws -> LWWRecord? {
         try replica.connection.queryFirst(
-            "SELECT key, value, ts, writer FROM lww_rows WHERE ns = ? AND key = ?", [id, .text(key)]
+            "SELECT key, value, ts, writer FROM \(table) WHERE key = ?", [.text(key)]
         ) { try decodeRecord($0) }
     }
 
@@ -113,12 +113,12 @@ public struct LWWNamespace: KeyValueNamespace {
     private func store(_ record: LWWRecord) throws {
         try replica.connection.execute(
             """
-            INSERT INTO lww_rows (ns, key, value, ts, writer, deleted) VALUES (?, ?, ?, ?, ?, ?)
-            ON CONFLICT (ns, key) DO UPDATE SET
+            INSERT INTO \(table) (key, value, ts, writer, deleted) VALUES (?, ?, ?, ?, ?)
+            ON CONFLICT (key) DO UPDATE SET
                 value = excluded.value, ts = excluded.ts, writer = excluded.writer, deleted = excluded.deleted
             """,
             [
-                id, .text(record.key), record.value.map { .blob($0) } ?? .null,
+                .text(record.key), record.value.map { .blob($0) } ?? .null,
                 .integer(Int64(bitPattern: record.stamp.timestamp.rawValue)),
                 .integer(try replica.devices.intern(record.stamp.writer, replica.connection)),
                 .integer(record.isDeleted ? 1 : 0),

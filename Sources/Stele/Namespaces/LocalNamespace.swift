@@ -8,28 +8,28 @@ public struct LocalNamespace: KeyValueNamespace {
     public let declaration: NamespaceDeclaration
 
     public var name: String { declaration.name }
-    private var id: SQLValue { .integer(declaration.id) }
+    private var table: String { declaration.table }
 
     public func get(_ key: String) throws -> [UInt8]? {
-        try replica.connection.queryFirst("SELECT value FROM local_rows WHERE ns = ? AND key = ?", [id, .text(key)]) { $0.blob(0) }
+        try replica.connection.queryFirst("SELECT value FROM \(table) WHERE key = ?", [.text(key)]) { $0.blob(0) }
     }
 
     public func entries() throws -> [(key: String, value: [UInt8])] {
-        try replica.connection.query("SELECT key, value FROM local_rows WHERE ns = ? ORDER BY key", [id]) { ($0.text(0), $0.blob(1)) }
+        try replica.connection.query("SELECT key, value FROM \(table) ORDER BY key") { ($0.text(0), $0.blob(1)) }
     }
 
     public func count() throws -> Int {
-        Int(try replica.connection.scalarInt("SELECT count(*) FROM local_rows WHERE ns = ?", [id]) ?? 0)
+        Int(try replica.connection.scalarInt("SELECT count(*) FROM \(table)") ?? 0)
     }
 
     public func put(_ key: String, _ value: [UInt8]) throws {
         try Limits.checkKey(key)
         try Limits.checkValue(value)
-        try replica.write {
+        try replica.operation {
             let existed = try get(key) != nil
             try replica.connection.execute(
-                "INSERT INTO local_rows (ns, key, value) VALUES (?, ?, ?) ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value",
-                [id, .text(key), .blob(value)])
+                "INSERT INTO \(table) (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                [.text(key), .blob(value)])
             replica.emit(ChangeEvent(namespace: name, subject: .row(key: key), kind: existed ? .updated : .inserted, origin: .local))
         }
     }
@@ -40,8 +40,8 @@ public struct LocalNamespace: KeyValueNamespace {
     /// - Returns: whether there was a row.
     @discardableResult
     public func delete(_ key: String) throws -> Bool {
-        try replica.write {
-            try replica.connection.execute("DELETE FROM local_rows WHERE ns = ? AND key = ?", [id, .text(key)])
+        try replica.operation {
+            try replica.connection.execute("DELETE FROM \(table) WHERE key = ?", [.text(key)])
             let removed = replica.connection.changes > 0
             if removed { replica.emit(ChangeEvent(namespace: name, subject: .row(key: key), kind: .deleted, origin: .local)) }
             return removed

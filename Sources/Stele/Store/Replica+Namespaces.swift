@@ -2,8 +2,10 @@ import SteleSQL
 
 /// A namespace as the replica records it.
 public struct NamespaceDeclaration: Sendable, Equatable {
-    /// The namespace's local id (its rows are keyed by it).
+    /// The namespace's local id.
     let id: Int64
+    /// The table holding its rows.
+    var table: String { kind.tableName(id: id) }
     /// The name, the same on every device of the account.
     public let name: String
     /// The merge rule.
@@ -14,11 +16,16 @@ extension Replica {
     static func loadNamespaces(_ connection: Connection) throws -> [String: NamespaceDeclaration] {
         var declared: [String: NamespaceDeclaration] = [:]
         let rows = try connection.query("SELECT id, name, kind FROM namespaces") { ($0.int64(0), $0.text(1), $0.text(2)) }
+        let tables = Set(try connection.query("SELECT name FROM sqlite_schema WHERE type = 'table'") { $0.text(0) })
         for (id, name, kindText) in rows {
             guard let kind = NamespaceKind(rawValue: kindText) else {
                 throw ReplicaError(.corrupt, "namespace \(name) has unknown kind \(kindText); the file is damaged or from a newer Stele")
             }
-            declared[name] = NamespaceDeclaration(id: id, name: name, kind: kind)
+            let declaration = NamespaceDeclaration(id: id, name: name, kind: kind)
+            guard tables.contains(declaration.table) else {
+                throw ReplicaError(.corrupt, "namespace \(name) has lost its table \(declaration.table); the file is damaged. Keep it for diagnosis and restore from a backup")
+            }
+            declared[name] = declaration
         }
         return declared
     }
@@ -44,12 +51,14 @@ extension Replica {
             return existing
         }
         try Limits.checkNamespaceName(name)
-        return try write {
+        let declaration = try write {
             try connection.execute("INSERT INTO namespaces (name, kind) VALUES (?, ?)", [.text(name), .text(kind.rawValue)])
             let declaration = NamespaceDeclaration(id: connection.lastInsertRowID, name: name, kind: kind)
-            declared[name] = declaration
+            try connection.executeScript(kind.createTableSQL(declaration.table))
             return declaration
         }
+        declared[name] = declaration
+        return declaration
     }
 
     /// The declaration of `name`.

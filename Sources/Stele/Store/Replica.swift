@@ -54,7 +54,10 @@ public final class Replica {
     private var countersDirty = false
     var devices: DeviceTable
     var declared: [String: NamespaceDeclaration]
+    private var slotsByNamespace: [Int64: StatementSlots] = [:]
     private var pendingEvents: [ChangeEvent] = []
+    /// The storage error of an operation that failed inside the open batch.
+    private var storageFailure: (any Error & Sendable)?
     private var collectingEvents = false
 
     private init(
@@ -176,7 +179,13 @@ public final class Replica {
 
     /// Runs `body` as one transaction: every write inside commits together or not
     /// at all, and change events are delivered once, after the commit.
-    /// Nested calls are savepoints.
+    ///
+    /// Each operation inside is atomic on its own: it either applies fully or
+    /// throws. An operation that throws a ``ReplicaError`` (bad input, a broken
+    /// rule) has written nothing and the batch may carry on; one that fails in
+    /// storage (a `SQLiteError`: disk full, I/O) fails the whole batch, which then
+    /// rolls back and rethrows even if `body` caught the error. A nested `write`
+    /// is a savepoint: if it throws, only its own work is undone.
     /// - Throws: whatever `body` throws (everything it wrote is rolled back), or a
     ///   ``ReplicaError`` `readOnly`, or a `SQLiteError` from the commit.
     @discardableResult
@@ -185,19 +194,32 @@ public final class Replica {
             throw ReplicaError(.readOnly, "the store at \(path) was opened read-only; open it without readOnly to write")
         }
         let outermost = !connection.isInTransaction
-        if outermost { collectingEvents = feed.hasSubscribers }
+        if outermost {
+            collectingEvents = feed.hasSubscribers
+            storageFailure = nil
+        }
         let eventMark = pendingEvents.count
         let deviceMark = devices.count
+        let namespaceMark = declared.count
+        let failureMark = storageFailure
         let result: T
         do {
             result = try connection.transaction {
                 let result = try body()
+                if let storageFailure {
+                    // An operation failed half way and the body carried on: nothing commits.
+                    throw storageFailure
+                }
                 if outermost && countersDirty { try persistCounters() }
                 return result
             }
         } catch {
             pendingEvents.removeSubrange(eventMark...)
+            // Interned devices and declared namespaces of the undone work are gone from the file.
             if devices.count != deviceMark { devices = (try? DeviceTable.load(connection)) ?? devices }
+            if declared.count != namespaceMark { declared = (try? Self.loadNamespaces(connection)) ?? declared }
+            // The rollback (or savepoint rollback) undid any half-done operation.
+            storageFailure = outermost ? nil : failureMark
             throw error
         }
         if outermost {
@@ -208,6 +230,33 @@ public final class Replica {
             checkInvariants()
         }
         return result
+    }
+
+    /// Runs one public operation (a put, a delete, a merge): alone it is its own
+    /// transaction; inside a batch it runs without a savepoint, and a storage
+    /// failure marks the batch failed (see ``write(_:)``). Operations check their
+    /// input and rules before their first write, so a ``ReplicaError`` leaves nothing behind.
+    func operation<T>(_ body: () throws -> T) throws -> T {
+        guard connection.isInTransaction else { return try write(body) }
+        guard !isReadOnly else {
+            throw ReplicaError(.readOnly, "the store at \(path) was opened read-only; open it without readOnly to write")
+        }
+        do {
+            return try body()
+        } catch let error as ReplicaError {
+            throw error
+        } catch {
+            if storageFailure == nil { storageFailure = error }
+            throw error
+        }
+    }
+
+    /// The hot-statement cache of one namespace, shared by all its handles.
+    func statementSlots(for declaration: NamespaceDeclaration, count: Int) -> StatementSlots {
+        if let slots = slotsByNamespace[declaration.id] { return slots }
+        let slots = StatementSlots(connection: connection, count: count)
+        slotsByNamespace[declaration.id] = slots
+        return slots
     }
 
     func emit(_ event: @autoclosure () -> ChangeEvent) {

@@ -11,7 +11,7 @@ public struct StoreReport: Sendable, Codable, Equatable {
         public let live: Int
         /// Retained tombstones: deleted rows' bookkeeping, `lww` deletes, `log` markers.
         public let tombstones: Int
-        /// Bytes of keys, values and bookkeeping stored for the namespace.
+        /// Bytes on disk of the pages holding the namespace's table.
         public let bytes: Int
     }
 
@@ -42,35 +42,35 @@ extension Replica {
     }
 
     private func counts(_ declaration: NamespaceDeclaration) throws -> (Int, Int, Int) {
+        let table = declaration.table
         let sql: String
         switch declaration.kind {
         case .causal:
-            sql = """
-                SELECT count(*) FILTER (WHERE tombstoned = 0), count(*) FILTER (WHERE tombstoned = 1),
-                       coalesce(sum(length(CAST(key AS BLOB)) + coalesce(length(value), 0) + length(vv) + 8), 0)
-                FROM causal_rows WHERE ns = ?
-                """
+            sql = "SELECT count(*) FILTER (WHERE tombstoned = 0), count(*) FILTER (WHERE tombstoned = 1) FROM \(table)"
         case .lww:
-            sql = """
-                SELECT count(*) FILTER (WHERE deleted = 0), count(*) FILTER (WHERE deleted = 1),
-                       coalesce(sum(length(CAST(key AS BLOB)) + coalesce(length(value), 0) + 10), 0)
-                FROM lww_rows WHERE ns = ?
-                """
+            sql = "SELECT count(*) FILTER (WHERE deleted = 0), count(*) FILTER (WHERE deleted = 1) FROM \(table)"
         case .log:
-            // Live = events not buried; with erasure no buried event stays stored.
+            // Live = events no marker buries; with erasure no buried event stays stored.
             sql = """
                 SELECT count(*) FILTER (WHERE marker = 0 AND NOT EXISTS
-                           (SELECT 1 FROM log_events m WHERE m.ns = e.ns AND m.grp = e.grp AND m.marker = 1)),
-                       count(*) FILTER (WHERE marker = 1),
-                       coalesce(sum(16 + length(CAST(grp AS BLOB)) + length(body) + 10), 0)
-                FROM log_events e WHERE ns = ?
+                           (SELECT 1 FROM \(table) m WHERE m.grp = e.grp AND m.marker = 1)),
+                       count(*) FILTER (WHERE marker = 1)
+                FROM \(table) e
                 """
-        case .appendOnly:
-            sql = "SELECT count(*), 0, coalesce(sum(length(CAST(key AS BLOB)) + length(value) + 10), 0) FROM append_only_rows WHERE ns = ?"
-        case .local:
-            sql = "SELECT count(*), 0, coalesce(sum(length(CAST(key AS BLOB)) + length(value)), 0) FROM local_rows WHERE ns = ?"
+        case .appendOnly, .local:
+            sql = "SELECT count(*), 0 FROM \(table)"
         }
-        let row = try connection.queryFirst(sql, [.integer(declaration.id)]) { (Int($0.int64(0)), Int($0.int64(1)), Int($0.int64(2))) }
-        return row ?? (0, 0, 0)
+        let row = try connection.queryFirst(sql) { (Int($0.int64(0)), Int($0.int64(1))) } ?? (0, 0)
+        return (row.0, row.1, try tableBytes(table))
+    }
+
+    /// Bytes of the pages holding a table and its indexes, from SQLite's `dbstat`
+    /// (compiled into Debian's SQLite); 0 if this SQLite lacks it.
+    private func tableBytes(_ table: String) throws -> Int {
+        do {
+            return Int(try connection.scalarInt("SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name IN (?1, ?1 || '_by_group')", [.text(table)]) ?? 0)
+        } catch let error as SQLiteError where error.code.primary == .error {
+            return 0
+        }
     }
 }

@@ -1,31 +1,25 @@
 /// The on-disk form of a version vector: a varint count, then per entry the
 /// device's local index and its counter as varints, in index order. One entry
-/// with a millisecond-scale counter takes 8 bytes instead of the 38 of the
+/// with a millisecond-scale counter takes 8 bytes instead of the 39 of the
 /// canonical wire form (``VersionVector/encoded``).
-extension Replica {
-    func storedVector(_ vector: VersionVector) throws -> [UInt8] {
-        var pairs: [(Int64, UInt64)] = []
-        pairs.reserveCapacity(vector.entries.count)
-        for entry in vector.entries {
-            pairs.append((try devices.intern(entry.device, connection), entry.counter))
-        }
-        pairs.sort { $0.0 < $1.0 }
-        var writer = ByteWriter(capacity: 1 + pairs.count * 8)
-        writer.appendVarint(UInt64(pairs.count))
-        for (index, counter) in pairs {
-            writer.appendVarint(UInt64(index))
-            writer.appendVarint(counter)
-        }
-        return writer.bytes
+///
+/// Local writes bump the own entry in this form directly, without translating
+/// indices to device ids and back: that is the hot path of every put and delete.
+struct StoredVector {
+    private(set) var entries: [(index: Int64, counter: UInt64)] = []
+
+    init() {}
+
+    init(entries: [(index: Int64, counter: UInt64)]) {
+        self.entries = entries.sorted { $0.index < $1.index }
     }
 
     /// - Throws: ``ReplicaError`` `corrupt` when the bytes are not a stored vector:
     ///   damaged bookkeeping stops the caller rather than being guessed at (G5).
-    func loadVector(_ bytes: [UInt8]) throws -> VersionVector {
+    init(bytes: [UInt8]) throws {
         do {
             var reader = ByteReader(bytes)
             let count = try reader.readCount("stored vector", maximum: VersionVector.maximumEntries)
-            var entries: [VersionVector.Entry] = []
             entries.reserveCapacity(count)
             for _ in 0..<count {
                 let index = try reader.readVarint("stored vector index")
@@ -33,17 +27,51 @@ extension Replica {
                 guard index <= UInt64(Int64.max), counter > 0, counter <= VersionVector.maximumCounter else {
                     throw CodecError(.valueOutOfRange, "stored vector entry out of range")
                 }
-                entries.append(VersionVector.Entry(device: try devices.id(at: Int64(index)), counter: counter))
+                if let last = entries.last, last.index >= Int64(index) {
+                    throw CodecError(.notCanonical, "stored vector indices out of order")
+                }
+                entries.append((Int64(index), counter))
             }
             try reader.expectEnd("stored vector")
-            entries.sort { $0.device < $1.device }
-            for position in entries.indices.dropFirst() where entries[position - 1].device == entries[position].device {
-                throw CodecError(.notCanonical, "stored vector names a device twice")
-            }
-            return VersionVector(sortedEntries: entries)
         } catch let error as CodecError {
             throw ReplicaError(.corrupt, "a stored version vector is damaged; sync must stop until the store is repaired", cause: error)
         }
+    }
+
+    /// Raises the counter of the device at `index`.
+    mutating func raise(_ index: Int64, to counter: UInt64) {
+        if let position = entries.firstIndex(where: { $0.index >= index }) {
+            if entries[position].index == index {
+                entries[position].counter = max(entries[position].counter, counter)
+            } else {
+                entries.insert((index, counter), at: position)
+            }
+        } else {
+            entries.append((index, counter))
+        }
+    }
+
+    var bytes: [UInt8] {
+        var writer = ByteWriter(capacity: 1 + entries.count * 8)
+        writer.appendVarint(UInt64(entries.count))
+        for entry in entries {
+            writer.appendVarint(UInt64(entry.index))
+            writer.appendVarint(entry.counter)
+        }
+        return writer.bytes
+    }
+}
+
+extension Replica {
+    func storedVector(_ vector: VersionVector) throws -> [UInt8] {
+        try StoredVector(entries: vector.entries.map { (try devices.intern($0.device, connection), $0.counter) }).bytes
+    }
+
+    /// - Throws: ``ReplicaError`` `corrupt` for damaged bytes or an unknown device index.
+    func loadVector(_ bytes: [UInt8]) throws -> VersionVector {
+        let stored = try StoredVector(bytes: bytes)
+        let entries = try stored.entries.map { VersionVector.Entry(device: try devices.id(at: $0.index), counter: $0.counter) }
+        return VersionVector(sortedEntries: entries.sorted { $0.device < $1.device })
     }
 }
 

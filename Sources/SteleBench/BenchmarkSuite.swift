@@ -1,0 +1,41 @@
+import Foundation
+
+/// The benchmarks `stele bench` runs, by group. Each group measures Stele and
+/// its baseline in the same process, so a noisy machine shifts both alike.
+public struct BenchmarkSuite {
+    /// How much work to do: `full` is what the issues specify; `quick` is a tenth,
+    /// for checking that the suite runs (its figures are not the ones to report).
+    public enum Scale: Sendable {
+        case full, quick
+
+        var divisor: Int { self == .full ? 1 : 10 }
+    }
+
+    public struct Group: Sendable {
+        /// The figure names the group produces (fixed: tools read them).
+        public let figures: [String]
+        let run: @Sendable (Scale, String) throws -> [BenchmarkFigure]
+    }
+
+    public static let groups: [Group] = [
+        Group(figures: ["local.put", "local.delete", "local.tombstone_bytes"], run: LocalWriteBenchmarks.run),
+    ]
+
+    /// Every figure name the suite knows.
+    public static var figureNames: [String] { groups.flatMap(\.figures) }
+
+    /// Runs the groups that produce a figure whose name starts with one of `filters`
+    /// (all when `filters` is empty), in a temporary directory removed afterwards.
+    /// - Parameter progress: called with a group's figure names before it runs.
+    public static func run(scale: Scale, filters: [String], progress: ([String]) -> Void) throws -> [BenchmarkFigure] {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("stele-bench-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        var figures: [BenchmarkFigure] = []
+        for group in groups where filters.isEmpty || group.figures.contains(where: { name in filters.contains { name.hasPrefix($0) } }) {
+            progress(group.figures)
+            figures += try group.run(scale, directory).filter { figure in filters.isEmpty || filters.contains { figure.name.hasPrefix($0) } }
+        }
+        return figures
+    }
+}

@@ -1,0 +1,39 @@
+import Foundation
+import SteleBench
+
+/// `stele bench [--json] [--quick] [NAME...]`: the benchmark suite (DESIGN §11).
+enum BenchCommand {
+    static let usage = "usage: stele bench [--json] [--quick] [NAME-PREFIX...]"
+
+    static func run(_ arguments: [String]) throws {
+        let parsed = try ParsedArguments(arguments, flags: ["--json", "--quick"], usage: usage)
+        for filter in parsed.positionals where !BenchmarkSuite.figureNames.contains(where: { $0.hasPrefix(filter) }) {
+            var message = "no benchmark named '\(filter)'"
+            if let suggestion = closest(filter, in: BenchmarkSuite.figureNames) { message += "; did you mean '\(suggestion)'?" }
+            throw UsageError(message: message + " (known: \(BenchmarkSuite.figureNames.joined(separator: ", ")))", usage: usage)
+        }
+        let json = parsed.has("--json")
+        let figures = try BenchmarkSuite.run(scale: parsed.has("--quick") ? .quick : .full, filters: parsed.positionals) { names in
+            printError("running \(names.joined(separator: ", ")) ...")
+        }
+        if json {
+            print(try jsonText(figures))
+            return
+        }
+        print(
+            table(
+                ["figure", "value", "unit", "baseline", "ratio", "target", "met"],
+                figures.map { figure in
+                    [
+                        figure.name, format(figure.value), figure.unit, figure.baseline.map(format) ?? "-",
+                        figure.ratio.map { String(format: "%.3f", $0) } ?? "-", figure.target ?? "-",
+                        figure.met.map { $0 ? "yes" : "NO" } ?? "-",
+                    ]
+                }, numeric: [1, 3, 4]))
+        if parsed.has("--quick") { print("\n(--quick: a tenth of the work; report full runs, not these)") }
+    }
+
+    private static func format(_ value: Double) -> String {
+        value >= 100 ? grouped(Int(value.rounded())) : String(format: "%.2f", value)
+    }
+}

@@ -1,0 +1,73 @@
+/// A usage error: a wrong flag, a missing argument. Printed with the command's
+/// usage line; the process exits with status 2.
+struct UsageError: Error {
+    let message: String
+    let usage: String
+}
+
+/// A failure that is the input's fault (a missing or foreign store): a clear
+/// one-line message and exit status 2, like a usage error but without the usage.
+struct InputError: Error {
+    let message: String
+}
+
+/// The arguments of one subcommand: flags it declared, and positional words.
+struct ParsedArguments {
+    private(set) var flags: Set<String> = []
+    private(set) var options: [String: String] = [:]
+    private(set) var positionals: [String] = []
+
+    /// Parses `arguments`, accepting only `flags` (booleans) and `options` (taking a value).
+    /// - Throws: ``UsageError`` for an unknown flag (suggesting the closest known one)
+    ///   or an option without its value.
+    init(_ arguments: [String], flags knownFlags: Set<String>, options knownOptions: Set<String> = [], usage: String) throws {
+        var iterator = arguments.makeIterator()
+        while let argument = iterator.next() {
+            if argument == "--" {
+                while let rest = iterator.next() { positionals.append(rest) }
+            } else if argument.hasPrefix("-") && argument.count > 1 {
+                if knownFlags.contains(argument) {
+                    flags.insert(argument)
+                } else if knownOptions.contains(argument) {
+                    guard let value = iterator.next() else { throw UsageError(message: "\(argument) needs a value", usage: usage) }
+                    options[argument] = value
+                } else {
+                    let known = knownFlags.union(knownOptions)
+                    var message = "unknown option '\(argument)'"
+                    if let suggestion = closest(argument, in: known) { message += "; did you mean '\(suggestion)'?" }
+                    throw UsageError(message: message, usage: usage)
+                }
+            } else {
+                positionals.append(argument)
+            }
+        }
+    }
+
+    func has(_ flag: String) -> Bool { flags.contains(flag) }
+}
+
+/// The known word within edit distance 2 of `word`, if any.
+func closest(_ word: String, in candidates: some Collection<String>) -> String? {
+    var best: (word: String, distance: Int)?
+    for candidate in candidates.sorted() {
+        let distance = editDistance(word, candidate)
+        if distance <= 2 && distance < (best?.distance ?? Int.max) { best = (candidate, distance) }
+    }
+    return best?.word
+}
+
+func editDistance(_ a: String, _ b: String) -> Int {
+    let a = Array(a)
+    let b = Array(b)
+    if a.isEmpty { return b.count }
+    if b.isEmpty { return a.count }
+    var previous = Array(0...b.count)
+    for i in 1...a.count {
+        var current = [i] + Array(repeating: 0, count: b.count)
+        for j in 1...b.count {
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+        }
+        previous = current
+    }
+    return previous[b.count]
+}

@@ -1,0 +1,45 @@
+import Foundation
+import Stele
+
+/// `stele inspect STORE [--json]`: what a store holds, without changing it.
+enum InspectCommand {
+    static let usage = "usage: stele inspect STORE [--json]"
+
+    static func run(_ arguments: [String]) throws {
+        let parsed = try ParsedArguments(arguments, flags: ["--json"], usage: usage)
+        guard parsed.positionals.count == 1, let path = parsed.positionals.first else {
+            throw UsageError(message: parsed.positionals.isEmpty ? "name the store to inspect" : "inspect takes one store", usage: usage)
+        }
+        let report: StoreReport
+        do {
+            // Read-only: inspecting never writes to the store.
+            let replica = try Replica.open(at: path, options: Replica.Options(readOnly: true))
+            report = try replica.report()
+        } catch let error as ReplicaError {
+            throw InputError(message: error.message)
+        }
+        if parsed.has("--json") {
+            print(try jsonText(report))
+            return
+        }
+        print(
+            table(
+                ["store", report.path], [
+                    ["account", report.account],
+                    ["device", report.device],
+                    ["generation", String(report.generation)],
+                    ["format", String(report.format)],
+                    ["size", "\(grouped(report.fileBytes)) bytes"],
+                ], numeric: []))
+        print("")
+        if report.namespaces.isEmpty {
+            print("no namespaces declared")
+            return
+        }
+        print(
+            table(
+                ["namespace", "kind", "live", "tombstones", "bytes"],
+                report.namespaces.map { [$0.name, $0.kind, grouped($0.live), grouped($0.tombstones), grouped($0.bytes)] },
+                numeric: [2, 3, 4]))
+    }
+}
