@@ -188,6 +188,9 @@ public struct CausalNamespace: KeyValueNamespace {
         let key = row.text(0)
         let vector = try replica.loadVector(row.blob(1))
         guard let value = row.optionalBlob(2) else { return .tombstone(key: key, vector: vector) }
+        guard !row.isNull(3), !row.isNull(5) else {
+            throw ReplicaError(.corrupt, "the live row \(key) of \(name) has lost its timestamp or dot; the file is damaged")
+        }
         let shown = CausalVersion(
             dot: Dot(device: try replica.devices.id(at: row.int64(4)), counter: UInt64(row.int64(5))),
             timestamp: HybridTimestamp(rawValue: UInt64(row.int64(3))), value: value)

@@ -1,0 +1,177 @@
+import Foundation
+import SteleSQL
+import Testing
+import TestSupport
+@testable import Stele
+
+/// The `stele` command line, run end to end as a subprocess.
+@Suite struct CLITests {
+    struct Run {
+        let status: Int32
+        let output: String
+        let error: String
+    }
+
+    /// The built `stele` binary: beside the test bundle in the build directory.
+    static var binary: URL {
+        let beside = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("stele")
+        if FileManager.default.isExecutableFile(atPath: beside.path) { return beside }
+        return URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug/stele")
+    }
+
+    static func stele(_ arguments: String...) throws -> Run {
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = arguments
+        let output = Pipe()
+        let error = Pipe()
+        process.standardOutput = output
+        process.standardError = error
+        try process.run()
+        let outputData = output.fileHandleForReading.readDataToEndOfFile()
+        let errorData = error.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Run(status: process.terminationStatus, output: String(decoding: outputData, as: UTF8.self), error: String(decoding: errorData, as: UTF8.self))
+    }
+
+    /// A store with one namespace of each replicated kind and some deletes.
+    static func makeStore(_ path: String) throws -> Replica {
+        let replica = try Replica.create(at: path, account: Fixtures.account(), device: Fixtures.device(1))
+        let notes = try replica.causal("notes")
+        try notes.put("a", "1".bytes)
+        try notes.put("b", "2".bytes)
+        try notes.delete("a")
+        try replica.log("memory").append(group: "c1", body: "hi".bytes)
+        try replica.lww("flags").put("x", [1])
+        return replica
+    }
+
+    @Test func inspectShowsIdentityGenerationAndNamespaces() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("device.stele")
+        _ = try Self.makeStore(path)
+        let before = fileBytes(path)
+        let run = try Self.stele("inspect", path)
+        #expect(run.status == 0, "\(run.error)")
+        #expect(run.output.contains(Fixtures.account().hex))
+        #expect(run.output.contains(Fixtures.device(1).hex))
+        #expect(run.output.contains("generation  0"))
+        let notesLine = try #require(run.output.split(separator: "\n").first { $0.hasPrefix("notes") })
+        #expect(notesLine.split(separator: " ").map(String.init).prefix(4) == ["notes", "causal", "1", "1"])
+        #expect(fileBytes(path) == before)
+    }
+
+    @Test func inspectJSONIsMachineReadable() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("device.stele")
+        _ = try Self.makeStore(path)
+        let run = try Self.stele("inspect", path, "--json")
+        #expect(run.status == 0, "\(run.error)")
+        let report = try JSONDecoder().decode(StoreReport.self, from: Data(run.output.utf8))
+        #expect(report.account == Fixtures.account().hex)
+        #expect(report.generation == 0)
+        let byName = Dictionary(uniqueKeysWithValues: report.namespaces.map { ($0.name, $0) })
+        #expect(byName["notes"]?.live == 1)
+        #expect(byName["notes"]?.tombstones == 1)
+        #expect(byName["memory"]?.kind == "log")
+        #expect(byName["flags"]?.kind == "lww")
+        #expect((byName["notes"]?.bytes ?? 0) > 0)
+    }
+
+    @Test func inspectOfAMissingStoreIsAOneLineErrorWithStatus2() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("nope.stele")
+        let run = try Self.stele("inspect", path)
+        #expect(run.status == 2)
+        #expect(run.error.contains("no Stele store at \(path)"))
+        #expect(run.error.split(separator: "\n").count == 1)
+        #expect(!FileManager.default.fileExists(atPath: path))
+    }
+
+    @Test func inspectOfAForeignFileIsRefusedAndTheFileIsUntouched() throws {
+        let directory = try TemporaryDirectory()
+        let sqlitePath = directory.file("other.db")
+        do {
+            let other = try Connection(path: sqlitePath, configuration: Connection.Configuration(journalMode: "DELETE"))
+            try other.executeScript("CREATE TABLE t (x); INSERT INTO t VALUES (1)")
+        }
+        let textPath = directory.file("notes.txt")
+        try Data("hello\n".utf8).write(to: URL(fileURLWithPath: textPath))
+        for path in [sqlitePath, textPath] {
+            let before = fileBytes(path)
+            let run = try Self.stele("inspect", path)
+            #expect(run.status == 2)
+            #expect(run.error.contains("is not a Stele store"), "\(run.error)")
+            #expect(run.error.split(separator: "\n").count == 1)
+            #expect(fileBytes(path) == before)
+        }
+    }
+
+    @Test func usageErrorsExitWith2AndSuggestTheFix() throws {
+        let typo = try Self.stele("inspect", "x.stele", "--jsn")
+        #expect(typo.status == 2)
+        #expect(typo.error.contains("unknown option '--jsn'; did you mean '--json'?"))
+        #expect(typo.error.contains("usage: stele inspect"))
+
+        let missing = try Self.stele("inspect")
+        #expect(missing.status == 2)
+        #expect(missing.error.contains("usage: stele inspect"))
+
+        let command = try Self.stele("inspekt", "x")
+        #expect(command.status == 2)
+        #expect(command.error.contains("did you mean 'inspect'?"))
+
+        let none = try Self.stele()
+        #expect(none.status == 2)
+        #expect(none.error.contains("usage: stele COMMAND"))
+
+        let bench = try Self.stele("bench", "local.pot")
+        #expect(bench.status == 2)
+        #expect(bench.error.contains("did you mean 'local.put'?"))
+    }
+
+    @Test func helpExitsWith0() throws {
+        let general = try Self.stele("--help")
+        #expect(general.status == 0)
+        #expect(general.output.contains("inspect"))
+        let inspect = try Self.stele("inspect", "--help")
+        #expect(inspect.status == 0)
+        #expect(inspect.output.contains("usage: stele inspect STORE [--json]"))
+    }
+
+    @Test func demoTellsItsStoryAndCleansUp() throws {
+        let run = try Self.stele("demo")
+        #expect(run.status == 0, "\(run.error)")
+        #expect(run.output.contains("conflict on groceries: deleteLostToEdit"))
+        #expect(run.output.contains("laptop shows 0, stores 0"))
+    }
+
+    @Test func demoCanKeepItsStoresForInspection() throws {
+        let directory = try TemporaryDirectory()
+        let run = try Self.stele("demo", "--keep", directory.path)
+        #expect(run.status == 0, "\(run.error)")
+        let inspect = try Self.stele("inspect", directory.file("phone.stele"), "--json")
+        #expect(inspect.status == 0)
+        let again = try Self.stele("demo", "--keep", directory.path)
+        #expect(again.status == 2)
+    }
+
+    /// The suite's JSON shape and fixed names (speed itself is never asserted).
+    @Test func benchJSONListsEveryFigureByItsFixedName() throws {
+        let run = try Self.stele("bench", "--quick", "--json")
+        #expect(run.status == 0, "\(run.error)")
+        let figures = try #require(try JSONSerialization.jsonObject(with: Data(run.output.utf8)) as? [[String: Any]])
+        let names = figures.compactMap { $0["name"] as? String }
+        #expect(names == ["local.put", "local.delete", "local.tombstone_bytes"])
+        for figure in figures {
+            #expect(figure["value"] is Double)
+            #expect(figure["unit"] is String)
+        }
+        let put = try #require(figures.first { $0["name"] as? String == "local.put" })
+        let value = try #require(put["value"] as? Double)
+        let baseline = try #require(put["baseline"] as? Double)
+        let ratio = try #require(put["ratio"] as? Double)
+        #expect(abs(ratio - value / baseline) < 1e-9)
+        #expect(figures.first { $0["name"] as? String == "local.tombstone_bytes" }?["baseline"] == nil)
+    }
+}
