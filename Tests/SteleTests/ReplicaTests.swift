@@ -38,6 +38,26 @@ import TestSupport
         #expect(try Replica.openOrCreate(at: path, account: account, device: device).causal("n").get("k") == [1])
     }
 
+    @Test func aFailedCreateLeavesNothingBehind() throws {
+        let directory = try TemporaryDirectory()
+        let faults = SQLiteFaultPlan()
+        faults.fail(.step, with: .full, sqlContains: "INSERT INTO replica", count: 2)
+        let options = Replica.Options(faults: faults)
+        let fresh = directory.file("fresh.stele")
+        #expect { _ = try Replica.create(at: fresh, account: Fixtures.account(), device: Fixtures.device(1), options: options) } throws: {
+            ($0 as? SQLiteError)?.code == .full
+        }
+        #expect(!FileManager.default.fileExists(atPath: fresh))
+        // An empty file we were asked to fill is left empty again.
+        let empty = directory.file("empty.stele")
+        _ = FileManager.default.createFile(atPath: empty, contents: Data())
+        #expect { _ = try Replica.create(at: empty, account: Fixtures.account(), device: Fixtures.device(1), options: options) } throws: {
+            ($0 as? SQLiteError)?.code == .full
+        }
+        #expect(fileBytes(empty) == Data())
+        #expect(!FileManager.default.fileExists(atPath: empty + "-wal"))
+    }
+
     @Test func openingAMissingStoreFailsAndCreatesNothing() throws {
         let directory = try TemporaryDirectory()
         let path = directory.file("missing.stele")

@@ -166,7 +166,7 @@ public struct EventLog {
 
     private func decodeID(_ bytes: [UInt8]) throws -> EventID {
         do { return try EventID(bytes: bytes) } catch {
-            throw ReplicaError(.corrupt, "a stored event id in \(name) is malformed; the file is damaged", cause: error as? CodecError)
+            throw ReplicaError(.corrupt, "a stored event id in \(name) is malformed; the file is damaged", cause: error)
         }
     }
 }

@@ -57,7 +57,7 @@ public final class Replica {
     private var slotsByNamespace: [Int64: StatementSlots] = [:]
     private var pendingEvents: [ChangeEvent] = []
     /// The storage error of an operation that failed inside the open batch.
-    private var storageFailure: (any Error & Sendable)?
+    private var storageFailure: (any Error)?
     private var collectingEvents = false
 
     private init(
@@ -108,8 +108,16 @@ public final class Replica {
             let identity = StoredIdentity(account: account, device: device, generation: 0, ownCounter: 0, clock: .zero)
             return try Replica(path: path, connection: connection, identity: identity, options: options)
         } catch {
-            // Leave nothing half-made behind: the file is ours only if we made it.
-            if !existedBefore && path != ":memory:" { removeStoreFiles(path) }
+            // Leave nothing half-made behind: remove the file if we made it, or empty
+            // it again if it was an empty file we were asked to fill.
+            if path != ":memory:" {
+                if existedBefore {
+                    _ = FileManager.default.createFile(atPath: path, contents: Data())
+                    for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+                } else {
+                    removeStoreFiles(path)
+                }
+            }
             throw error
         }
     }

@@ -55,9 +55,9 @@ public struct ReplicaError: Error, Sendable, CustomStringConvertible {
     /// What happened and what to do.
     public let message: String
     /// The underlying error, when there is one.
-    public let cause: (any Error & Sendable)?
+    public let cause: (any Error)?
 
-    public init(_ code: Code, _ message: String, cause: (any Error & Sendable)? = nil) {
+    public init(_ code: Code, _ message: String, cause: (any Error)? = nil) {
         self.code = code
         self.message = message
         self.cause = cause
