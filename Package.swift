@@ -28,7 +28,7 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["Stele", "SteleSQL"]),
         .testTarget(name: "SteleSQLTests", dependencies: ["SteleSQL", "TestSupport"]),
         .testTarget(name: "SteleTests", dependencies: ["Stele", "TestSupport"]),
-        .testTarget(name: "SteleCLITests", dependencies: ["stele", "TestSupport"]),
+        .testTarget(name: "SteleCLITests", dependencies: ["stele", "SteleBench", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -19,6 +19,7 @@ public struct BenchmarkSuite {
 
     public static let groups: [Group] = [
         Group(figures: ["local.put", "local.delete", "local.tombstone_bytes"], run: LocalWriteBenchmarks.run),
+        Group(figures: ["sync.digest_overhead"], run: DigestOverheadBenchmark.run),
     ]
 
     /// Every figure name the suite knows.

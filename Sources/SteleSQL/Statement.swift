@@ -67,6 +67,19 @@ public final class Statement {
         }
     }
 
+    /// Binds bytes as TEXT, as they are (SQLite does not check UTF-8): for key
+    /// bounds cut from keys, which compare byte by byte under the BINARY collation.
+    public func bind(_ index: Int32, textBytes value: [UInt8]) throws {
+        try connection.check(.bind, sql: sql) {
+            value.withUnsafeBufferPointer { buffer in
+                guard let base = buffer.baseAddress else { return sqlite3_bind_text(handle, index, "", 0, Self.transient) }
+                return base.withMemoryRebound(to: CChar.self, capacity: buffer.count) {
+                    sqlite3_bind_text(handle, index, $0, Int32(buffer.count), Self.transient)
+                }
+            }
+        }
+    }
+
     /// Binds bytes as a BLOB (an empty array binds a zero-length BLOB, not NULL).
     public func bind(_ index: Int32, _ value: [UInt8]) throws {
         try connection.check(.bind, sql: sql) {
@@ -74,6 +87,14 @@ public final class Statement {
                 if raw.count == 0 { return sqlite3_bind_zeroblob(handle, index, 0) }
                 return sqlite3_bind_blob(handle, index, raw.baseAddress, Int32(raw.count), Self.transient)
             }
+        }
+    }
+
+    /// Binds bytes that live only for the call (SQLite copies them) as a BLOB.
+    public func bind(_ index: Int32, rawBytes value: UnsafeRawBufferPointer) throws {
+        try connection.check(.bind, sql: sql) {
+            if value.count == 0 { return sqlite3_bind_zeroblob(handle, index, 0) }
+            return sqlite3_bind_blob(handle, index, value.baseAddress, Int32(value.count), Self.transient)
         }
     }
 

@@ -60,7 +60,7 @@ public struct AppendOnlyNamespace: KeyValueNamespace {
                 throw ReplicaError(.appendOnlyIsFinal, "\(key) in \(name) already has its value; appendOnly records are written once. Use a new key")
             }
             let stamp = WriteStamp(timestamp: replica.nextTimestamp(), writer: replica.device)
-            try store(AppendOnlyRecord(key: key, value: value, stamp: stamp))
+            try store(AppendOnlyRecord(key: key, value: value, stamp: stamp), replacing: nil)
             replica.emit(ChangeEvent(namespace: name, subject: .row(key: key), kind: .inserted, origin: .local))
             return stamp
         }
@@ -89,7 +89,7 @@ public struct AppendOnlyNamespace: KeyValueNamespace {
         return try replica.operation {
             replica.observe(remote.stamp.timestamp)
             guard let local = try storedRecord(remote.key), let localValue = local.value else {
-                try store(remote)
+                try store(remote, replacing: nil)
                 let outcome = MergeOutcome(.inserted)
                 replica.emitOutcome(outcome, namespace: name, subject: .row(key: remote.key))
                 return outcome
@@ -98,7 +98,7 @@ public struct AppendOnlyNamespace: KeyValueNamespace {
             let remoteIsFirst = remote.stamp != local.stamp ? remote.stamp < local.stamp : remoteValue.lexicographicallyPrecedes(localValue)
             let outcome: MergeOutcome
             if remoteIsFirst {
-                try store(remote)
+                try store(remote, replacing: local)
                 outcome = MergeOutcome(.updated, conflict: Conflict(resolution: .laterFirstWriteLost, lostValue: localValue, losingDevice: local.stamp.writer))
             } else {
                 outcome = MergeOutcome(.unchanged, conflict: Conflict(resolution: .laterFirstWriteLost, lostValue: remoteValue, losingDevice: remote.stamp.writer))
@@ -120,15 +120,23 @@ public struct AppendOnlyNamespace: KeyValueNamespace {
             stamp: WriteStamp(timestamp: HybridTimestamp(rawValue: UInt64(row.int64(2))), writer: try replica.devices.id(at: row.int64(3))))
     }
 
-    private func store(_ record: AppendOnlyRecord) throws {
+    /// Stores `record` over `previous` (the later of two first writes), keeping the digest in step.
+    private func store(_ record: AppendOnlyRecord, replacing previous: AppendOnlyRecord?) throws {
+        let keyBytes = record.key.utf8
+        if let previous, replica.maintainsDigests {
+            replica.recordLeaf(declaration, key: keyBytes, leaf: replica.hasher.leaf(LeafEncoding.appendOnly(previous)), added: false)
+        }
+        let leaf = replica.hasher.leaf(LeafEncoding.appendOnly(record))
         try replica.connection.execute(
             """
-            INSERT INTO \(table) (key, value, ts, writer) VALUES (?, ?, ?, ?)
-            ON CONFLICT (key) DO UPDATE SET value = excluded.value, ts = excluded.ts, writer = excluded.writer
+            INSERT INTO \(table) (key, value, ts, writer, leaf) VALUES (?, ?, ?, ?, ?)
+            ON CONFLICT (key) DO UPDATE SET value = excluded.value, ts = excluded.ts, writer = excluded.writer, leaf = excluded.leaf
             """,
             [
-                .text(record.key), .blob(record.value ?? []), .integer(Int64(bitPattern: record.stamp.timestamp.rawValue)),
-                .integer(try replica.devices.intern(record.stamp.writer, replica.connection)),
+                .text(record.key), .blob(record.value ?? []),
+                .integer(Int64(bitPattern: record.stamp.timestamp.rawValue)),
+                .integer(try replica.devices.intern(record.stamp.writer, replica.connection)), .blob(leaf.bytes),
             ])
+        if replica.maintainsDigests { replica.recordLeaf(declaration, key: keyBytes, leaf: leaf, added: true) }
     }
 }

@@ -4,7 +4,8 @@ import SteleSQL
 ///
 /// A delete bumps this device's counter and then marks the row tombstoned; the
 /// bookkeeping (key and vector) outlives the value, so a sibling's stale copy is
-/// recognised as stale. Reads never return tombstones.
+/// recognised as stale. Reads never return tombstones. Every write keeps the
+/// namespace's digest in step (``DigestTree``).
 public struct CausalNamespace: KeyValueNamespace {
     let replica: Replica
     public let declaration: NamespaceDeclaration
@@ -71,39 +72,65 @@ public struct CausalNamespace: KeyValueNamespace {
         try Limits.checkKey(key)
         try Limits.checkValue(value)
         return try replica.operation {
-            let counter = replica.nextOwnCounter()
-            let timestamp = replica.nextTimestamp()
+            let keyBytes = key.utf8
+            let (counter, timestamp) = replica.nextStamp()
+            let version = CausalVersion(dot: Dot(device: replica.device, counter: counter), timestamp: timestamp, value: value)
             // Optimistic insert: a new key needs no lookup, its vector is just this write.
-            let insert = try statement(
-                .insertLive,
-                "INSERT INTO \(table) (vv, value, ts, writer, dot, siblings, tombstoned, key) VALUES (?1, ?2, ?3, ?4, ?5, NULL, 0, ?6) ON CONFLICT (key) DO NOTHING")
             var vector = StoredVector()
             vector.raise(DeviceTable.ownIndex, to: counter)
-            try bindLiveRow(insert, vector: vector.bytes, value: value, timestamp: timestamp, counter: counter, key: key)
-            try insert.step()
-            var wasLive = false
-            if replica.connection.changes == 0, let existing = try storedVector(key) {
-                wasLive = !existing.tombstoned
-                vector = try StoredVector(bytes: existing.vector)
-                vector.raise(DeviceTable.ownIndex, to: counter)
-                let update = try statement(
-                    .updateLive,
-                    "UPDATE \(table) SET vv = ?1, value = ?2, ts = ?3, writer = ?4, dot = ?5, siblings = NULL, tombstoned = 0 WHERE key = ?6")
-                try bindLiveRow(update, vector: vector.bytes, value: value, timestamp: timestamp, counter: counter, key: key)
-                try update.step()
+            var freshLeaf: Leaf?
+            if replica.maintainsDigests {
+                replica.scratch.reset()
+                LeafEncoding.freshCausal(key: key, device: replica.deviceBytes, counter: counter, timestamp: timestamp, value: value, into: &replica.scratch)
+                freshLeaf = Leaf(digest: replica.scratch.bytes.withUnsafeBytes { replica.hasher.hash($0) })
             }
-            replica.emit(ChangeEvent(namespace: name, subject: .row(key: key), kind: wasLive ? .updated : .inserted, origin: .local))
-            return Dot(device: replica.device, counter: counter)
+            let insert = try statement(
+                .insertLive,
+                """
+                INSERT INTO \(table) (vv, value, ts, writer, dot, leaf, key, siblings, tombstoned)
+                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, 0) ON CONFLICT (key) DO NOTHING
+                """)
+            try bindLiveRow(insert, vector: vector.bytes, version: version, leaf: freshLeaf, key: key)
+            try insert.step()
+            guard replica.connection.changes == 0, let existing = try storedState(key) else {
+                if let freshLeaf { replica.recordLeaf(declaration, key: keyBytes, leaf: freshLeaf, added: true) }
+                replica.emit(ChangeEvent(namespace: name, subject: .row(key: key), kind: .inserted, origin: .local))
+                return version.dot
+            }
+            // The key exists: this write supersedes everything its vector has seen.
+            vector = try StoredVector(bytes: existing.vector)
+            vector.raise(DeviceTable.ownIndex, to: counter)
+            let leaf = try leafHash { LeafEncoding.causal(CausalRecord(key: key, vector: try replica.loadVector(vector.bytes), versions: [version])) }
+            let update = try statement(
+                .updateLive,
+                """
+                UPDATE \(table) SET vv = ?1, value = ?2, ts = ?3, writer = ?4, dot = ?5, leaf = ?6, siblings = NULL, tombstoned = 0
+                WHERE key = ?7
+                """)
+            try bindLiveRow(update, vector: vector.bytes, version: version, leaf: leaf, key: key)
+            try update.step()
+            if let oldLeaf = existing.leaf { replica.recordLeaf(declaration, key: keyBytes, leaf: oldLeaf, added: false) }
+            if existing.tombstoned { replica.tombstonesChanged(declaration) }
+            if let leaf { replica.recordLeaf(declaration, key: keyBytes, leaf: leaf, added: true) }
+            replica.emit(ChangeEvent(namespace: name, subject: .row(key: key), kind: existing.tombstoned ? .inserted : .updated, origin: .local))
+            return version.dot
         }
     }
 
-    private func bindLiveRow(_ statement: Statement, vector: [UInt8], value: [UInt8], timestamp: HybridTimestamp, counter: UInt64, key: String) throws {
+    private func bindLiveRow(_ statement: Statement, vector: [UInt8], version: CausalVersion, leaf: Leaf?, key: String) throws {
         try statement.bind(1, vector)
-        try statement.bind(2, value)
-        try statement.bind(3, Int64(bitPattern: timestamp.rawValue))
+        try statement.bind(2, version.value)
+        try statement.bind(3, Int64(bitPattern: version.timestamp.rawValue))
         try statement.bind(4, DeviceTable.ownIndex)
-        try statement.bind(5, Int64(counter))
-        try statement.bind(6, key)
+        try statement.bind(5, Int64(version.dot.counter))
+        if let leaf { try leaf.withBytes { try statement.bind(6, rawBytes: $0) } } else { try statement.bindNull(6) }
+        try statement.bind(7, key)
+    }
+
+    /// The leaf hash of a live row, or `nil` when the replica keeps no digests (a benchmark baseline).
+    private func leafHash(_ encoding: () throws -> [UInt8]) rethrows -> Leaf? {
+        guard replica.maintainsDigests else { return nil }
+        return replica.hasher.leaf(try encoding())
     }
 
     /// Deletes `key`: bumps this device's counter, then sets the tombstone (000 §4),
@@ -112,11 +139,13 @@ public struct CausalNamespace: KeyValueNamespace {
     @discardableResult
     public func delete(_ key: String) throws -> Dot? {
         try replica.operation {
-            guard let existing = try storedVector(key), !existing.tombstoned else { return nil }
+            guard let existing = try storedState(key), !existing.tombstoned else { return nil }
             var vector = try StoredVector(bytes: existing.vector)
             let counter = replica.nextOwnCounter()
             vector.raise(DeviceTable.ownIndex, to: counter)
             try storeTombstone(key, vector.bytes)
+            if let oldLeaf = existing.leaf { replica.recordLeaf(declaration, key: key.utf8, leaf: oldLeaf, added: false) }
+            replica.tombstonesChanged(declaration)
             replica.emit(ChangeEvent(namespace: name, subject: .row(key: key), kind: .deleted, origin: .local))
             return Dot(device: replica.device, counter: counter)
         }
@@ -133,13 +162,16 @@ public struct CausalNamespace: KeyValueNamespace {
         try statement.step()
     }
 
-    /// The stored vector bytes and tombstone flag of `key`: all a local write needs.
-    private func storedVector(_ key: String) throws -> (vector: [UInt8], tombstoned: Bool)? {
-        let statement = try statement(.lookup, "SELECT vv, tombstoned FROM \(table) WHERE key = ?1")
+    /// What a local write needs of the stored row: its vector bytes, whether it is
+    /// a tombstone, and its digest leaf.
+    private func storedState(_ key: String) throws -> (vector: [UInt8], tombstoned: Bool, leaf: Leaf?)? {
+        let statement = try statement(.lookup, "SELECT vv, tombstoned, leaf FROM \(table) WHERE key = ?1")
         try statement.bind(1, key)
         guard try statement.step() else { return nil }
         defer { statement.reset() }
-        return (statement.blob(0), statement.int64(1) == 1)
+        let tombstoned = statement.int64(1) == 1
+        let leaf = tombstoned || !replica.maintainsDigests ? nil : try replica.storedLeaf(statement.optionalBlob(2), "row \(key) of \(name)")
+        return (statement.blob(0), tombstoned, leaf)
     }
 
     // MARK: - Sync: bookkeeping in and out
@@ -150,17 +182,17 @@ public struct CausalNamespace: KeyValueNamespace {
         try statement.bind(1, key)
         guard try statement.step() else { return nil }
         defer { statement.reset() }
-        return try decodeRecord(statement)
+        return try decodeRecord(statement).record
     }
 
     /// Every record, tombstones included, ordered by key.
     public func records() throws -> [CausalRecord] {
-        try replica.connection.query("SELECT \(Self.columns) FROM \(table) ORDER BY key") { try decodeRecord($0) }
+        try replica.connection.query("SELECT \(Self.columns) FROM \(table) ORDER BY key") { try decodeRecord($0).record }
     }
 
     /// Every tombstone, ordered by key (reconcile ships the whole set, 000 §4).
     public func tombstones() throws -> [CausalRecord] {
-        try replica.connection.query("SELECT \(Self.columns) FROM \(table) WHERE tombstoned = 1 ORDER BY key") { try decodeRecord($0) }
+        try replica.connection.query("SELECT \(Self.columns) FROM \(table) WHERE tombstoned = 1 ORDER BY key") { try decodeRecord($0).record }
     }
 
     /// Applies a remote row or tombstone with the `causal` rule (``CausalMerge``):
@@ -171,10 +203,11 @@ public struct CausalNamespace: KeyValueNamespace {
     public func apply(_ remote: CausalRecord) throws -> MergeOutcome {
         try remote.validate()
         return try replica.operation {
-            let decision = CausalMerge.merge(local: try record(remote.key), remote: remote)
+            let local = try storedRecord(remote.key)
+            let decision = CausalMerge.merge(local: local?.record, remote: remote)
             replica.observe(remote.vector)
             for version in remote.versions { replica.observe(version.timestamp) }
-            if let record = decision.store { try store(record) }
+            if let record = decision.store { try store(record, replacing: local) }
             replica.emitOutcome(decision.outcome, namespace: name, subject: .row(key: remote.key))
             return decision.outcome
         }
@@ -182,12 +215,20 @@ public struct CausalNamespace: KeyValueNamespace {
 
     // MARK: - Storage
 
-    private static let columns = "key, vv, value, ts, writer, dot, siblings"
+    private static let columns = "key, vv, value, ts, writer, dot, siblings, leaf"
 
-    private func decodeRecord(_ row: Statement) throws -> CausalRecord {
+    private func storedRecord(_ key: String) throws -> (record: CausalRecord, leaf: Leaf?)? {
+        let statement = try statement(.record, "SELECT \(Self.columns) FROM \(table) WHERE key = ?1")
+        try statement.bind(1, key)
+        guard try statement.step() else { return nil }
+        defer { statement.reset() }
+        return try decodeRecord(statement)
+    }
+
+    private func decodeRecord(_ row: Statement) throws -> (record: CausalRecord, leaf: Leaf?) {
         let key = row.text(0)
         let vector = try replica.loadVector(row.blob(1))
-        guard let value = row.optionalBlob(2) else { return .tombstone(key: key, vector: vector) }
+        guard let value = row.optionalBlob(2) else { return (.tombstone(key: key, vector: vector), nil) }
         guard !row.isNull(3), !row.isNull(5) else {
             throw ReplicaError(.corrupt, "the live row \(key) of \(name) has lost its timestamp or dot; the file is damaged")
         }
@@ -195,22 +236,28 @@ public struct CausalNamespace: KeyValueNamespace {
             dot: Dot(device: try replica.devices.id(at: row.int64(4)), counter: UInt64(row.int64(5))),
             timestamp: HybridTimestamp(rawValue: UInt64(row.int64(3))), value: value)
         let others = try row.optionalBlob(6).map { try replica.loadVersions($0) } ?? []
-        return CausalRecord(key: key, vector: vector, versions: [shown] + others)
+        let leaf = replica.maintainsDigests ? try replica.storedLeaf(row.optionalBlob(7), "row \(key) of \(name)") : nil
+        return (CausalRecord(key: key, vector: vector, versions: [shown] + others), leaf)
     }
 
-    private func store(_ record: CausalRecord) throws {
+    /// Stores a merged record over `previous`, keeping the digest in step.
+    private func store(_ record: CausalRecord, replacing previous: (record: CausalRecord, leaf: Leaf?)?) throws {
+        let keyBytes = record.key.utf8
         let vector = try replica.storedVector(record.vector)
+        if let leaf = previous?.leaf { replica.recordLeaf(declaration, key: keyBytes, leaf: leaf, added: false) }
+        if previous?.record.isTombstone ?? false || record.isTombstone { replica.tombstonesChanged(declaration) }
         guard let shown = record.winner else {
             try storeTombstone(record.key, vector)
             return
         }
+        let leaf = leafHash { LeafEncoding.causal(record) }
         let statement = try statement(
             .upsert,
             """
-            INSERT INTO \(table) (key, vv, value, ts, writer, dot, siblings, tombstoned) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0)
+            INSERT INTO \(table) (key, vv, value, ts, writer, dot, siblings, leaf, tombstoned) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0)
             ON CONFLICT (key) DO UPDATE SET
                 vv = excluded.vv, value = excluded.value, ts = excluded.ts, writer = excluded.writer,
-                dot = excluded.dot, siblings = excluded.siblings, tombstoned = 0
+                dot = excluded.dot, siblings = excluded.siblings, leaf = excluded.leaf, tombstoned = 0
             """)
         try statement.bind(1, record.key)
         try statement.bind(2, vector)
@@ -220,6 +267,20 @@ public struct CausalNamespace: KeyValueNamespace {
         try statement.bind(6, Int64(shown.dot.counter))
         let others = record.versions.filter { $0.dot != shown.dot }
         if others.isEmpty { try statement.bindNull(7) } else { try statement.bind(7, try replica.storedVersions(others)) }
+        if let leaf { try leaf.withBytes { try statement.bind(8, rawBytes: $0) } } else { try statement.bindNull(8) }
         try statement.step()
+        if let leaf { replica.recordLeaf(declaration, key: keyBytes, leaf: leaf, added: true) }
+    }
+
+    // MARK: - Digest
+
+    /// The fingerprint of the tombstone set: computed on demand and cached until a tombstone changes.
+    func tombstoneFingerprint() throws -> SetFingerprint {
+        guard let state = replica.digestState(declaration) else { return SetFingerprint() }
+        if let cached = state.tombstones { return cached }
+        var fingerprint = SetFingerprint()
+        for record in try tombstones() { fingerprint.add(replica.hasher.hash(LeafEncoding.causal(record))) }
+        state.tombstones = fingerprint
+        return fingerprint
     }
 }

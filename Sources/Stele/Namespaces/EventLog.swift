@@ -138,18 +138,29 @@ public struct EventLog {
     // MARK: - Storage
 
     private func insert(_ event: LogEvent) throws {
+        let leaf = replica.hasher.leaf(LeafEncoding.event(event))
         try replica.connection.execute(
-            "INSERT INTO \(table) (id, grp, marker, body, ts, writer) VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO \(table) (id, grp, marker, body, ts, writer, leaf) VALUES (?, ?, ?, ?, ?, ?, ?)",
             [
                 .blob(event.id.bytes), .text(event.group), .integer(event.isMarker ? 1 : 0), .blob(event.body),
                 .integer(Int64(bitPattern: event.stamp.timestamp.rawValue)),
-                .integer(try replica.devices.intern(event.stamp.writer, replica.connection)),
+                .integer(try replica.devices.intern(event.stamp.writer, replica.connection)), .blob(leaf.bytes),
             ])
+        if replica.maintainsDigests { replica.recordLeaf(declaration, key: event.id.bytes, leaf: leaf, added: true) }
     }
 
-    /// Erases the ordinary events of a buried group (beyond the seed: erasure, not only invisibility).
+    /// Erases the ordinary events of a buried group (beyond the seed: erasure, not
+    /// only invisibility), taking their leaves out of the digest: the digest's
+    /// leaves are live events and markers, never buried events.
     private func purge(_ group: String) throws {
+        let purged = try replica.connection.query("SELECT id, leaf FROM \(table) WHERE grp = ? AND marker = 0", [.text(group)]) { row in
+            (try decodeID(row.blob(0)), try replica.storedLeaf(row.blob(1), "an event of \(name)"))
+        }
+        guard !purged.isEmpty else { return }
         try replica.connection.execute("DELETE FROM \(table) WHERE grp = ? AND marker = 0", [.text(group)])
+        if replica.maintainsDigests {
+            for (id, leaf) in purged { replica.recordLeaf(declaration, key: id.bytes, leaf: leaf, added: false) }
+        }
     }
 
     private func decodeLive(_ row: Statement) throws -> LogEvent {

@@ -44,8 +44,8 @@ public struct LWWNamespace: KeyValueNamespace {
         return try replica.operation {
             let existing = try storedRecord(key)
             let stamp = WriteStamp(timestamp: replica.nextTimestamp(), writer: replica.device)
-            try store(LWWRecord(key: key, value: value, stamp: stamp))
-            let wasLive = existing.map { !$0.isDeleted } ?? false
+            try store(LWWRecord(key: key, value: value, stamp: stamp), replacing: existing)
+            let wasLive = existing.map { !$0.record.isDeleted } ?? false
             replica.emit(ChangeEvent(namespace: name, subject: .row(key: key), kind: wasLive ? .updated : .inserted, origin: .local))
             return stamp
         }
@@ -58,9 +58,9 @@ public struct LWWNamespace: KeyValueNamespace {
     @discardableResult
     public func delete(_ key: String) throws -> WriteStamp? {
         try replica.operation {
-            guard let existing = try storedRecord(key), !existing.isDeleted else { return nil }
+            guard let existing = try storedRecord(key), !existing.record.isDeleted else { return nil }
             let stamp = WriteStamp(timestamp: replica.nextTimestamp(), writer: replica.device)
-            try store(LWWRecord(key: key, value: nil, stamp: stamp))
+            try store(LWWRecord(key: key, value: nil, stamp: stamp), replacing: existing)
             replica.emit(ChangeEvent(namespace: name, subject: .row(key: key), kind: .deleted, origin: .local))
             return stamp
         }
@@ -68,18 +68,18 @@ public struct LWWNamespace: KeyValueNamespace {
 
     // MARK: - Sync
 
-    public func record(_ key: String) throws -> LWWRecord? { try storedRecord(key) }
+    public func record(_ key: String) throws -> LWWRecord? { try storedRecord(key)?.record }
 
     /// Every record, deletes included, ordered by key.
     public func records() throws -> [LWWRecord] {
-        try replica.connection.query("SELECT key, value, ts, writer FROM \(table) ORDER BY key") { try decodeRecord($0) }
+        try replica.connection.query("SELECT key, value, ts, writer, leaf FROM \(table) ORDER BY key") { try decodeRecord($0).record }
     }
 
     /// Every delete (tombstone), ordered by key.
     public func tombstones() throws -> [LWWRecord] {
         try replica.connection.query(
-            "SELECT key, value, ts, writer FROM \(table) WHERE deleted = 1 ORDER BY key"
-        ) { try decodeRecord($0) }
+            "SELECT key, value, ts, writer, leaf FROM \(table) WHERE deleted = 1 ORDER BY key"
+        ) { try decodeRecord($0).record }
     }
 
     /// Applies a remote write or delete with the `lww` rule (``LWWMerge``).
@@ -88,9 +88,10 @@ public struct LWWNamespace: KeyValueNamespace {
     public func apply(_ remote: LWWRecord) throws -> MergeOutcome {
         try remote.validate()
         return try replica.operation {
-            let decision = LWWMerge.merge(local: try storedRecord(remote.key), remote: remote)
+            let local = try storedRecord(remote.key)
+            let decision = LWWMerge.merge(local: local?.record, remote: remote)
             replica.observe(remote.stamp.timestamp)
-            if let record = decision.store { try store(record) }
+            if let record = decision.store { try store(record, replacing: local) }
             replica.emitOutcome(decision.outcome, namespace: name, subject: .row(key: remote.key))
             return decision.outcome
         }
@@ -98,30 +99,47 @@ public struct LWWNamespace: KeyValueNamespace {
 
     // MARK: - Storage
 
-    private func storedRecord(_ key: String) throws -> LWWRecord? {
+    private func storedRecord(_ key: String) throws -> (record: LWWRecord, leaf: Leaf?)? {
         try replica.connection.queryFirst(
-            "SELECT key, value, ts, writer FROM \(table) WHERE key = ?", [.text(key)]
+            "SELECT key, value, ts, writer, leaf FROM \(table) WHERE key = ?", [.text(key)]
         ) { try decodeRecord($0) }
     }
 
-    private func decodeRecord(_ row: Statement) throws -> LWWRecord {
-        LWWRecord(
+    private func decodeRecord(_ row: Statement) throws -> (record: LWWRecord, leaf: Leaf?) {
+        let record = LWWRecord(
             key: row.text(0), value: row.optionalBlob(1),
             stamp: WriteStamp(timestamp: HybridTimestamp(rawValue: UInt64(row.int64(2))), writer: try replica.devices.id(at: row.int64(3))))
+        let leaf = record.isDeleted || !replica.maintainsDigests ? nil : try replica.storedLeaf(row.optionalBlob(4), "row \(record.key) of \(name)")
+        return (record, leaf)
     }
 
-    private func store(_ record: LWWRecord) throws {
+    /// Stores `record` over `previous`, keeping the digest in step. A delete
+    /// replaces the row (so SQLite can merge the emptied pages, as for `causal`).
+    private func store(_ record: LWWRecord, replacing previous: (record: LWWRecord, leaf: Leaf?)?) throws {
+        let keyBytes = record.key.utf8
+        if let leaf = previous?.leaf { replica.recordLeaf(declaration, key: keyBytes, leaf: leaf, added: false) }
+        if previous?.record.isDeleted ?? false || record.isDeleted { replica.tombstonesChanged(declaration) }
+        let leaf = record.isDeleted || !replica.maintainsDigests ? nil : replica.hasher.leaf(LeafEncoding.lww(record))
         try replica.connection.execute(
-            """
-            INSERT INTO \(table) (key, value, ts, writer, deleted) VALUES (?, ?, ?, ?, ?)
-            ON CONFLICT (key) DO UPDATE SET
-                value = excluded.value, ts = excluded.ts, writer = excluded.writer, deleted = excluded.deleted
-            """,
+            "INSERT OR REPLACE INTO \(table) (key, value, ts, writer, leaf, deleted) VALUES (?, ?, ?, ?, ?, ?)",
             [
                 .text(record.key), record.value.map { .blob($0) } ?? .null,
                 .integer(Int64(bitPattern: record.stamp.timestamp.rawValue)),
                 .integer(try replica.devices.intern(record.stamp.writer, replica.connection)),
-                .integer(record.isDeleted ? 1 : 0),
+                leaf.map { .blob($0.bytes) } ?? .null, .integer(record.isDeleted ? 1 : 0),
             ])
+        if let leaf { replica.recordLeaf(declaration, key: keyBytes, leaf: leaf, added: true) }
+    }
+
+    // MARK: - Digest
+
+    /// The fingerprint of the delete set: computed on demand and cached until a delete changes.
+    func tombstoneFingerprint() throws -> SetFingerprint {
+        guard let state = replica.digestState(declaration) else { return SetFingerprint() }
+        if let cached = state.tombstones { return cached }
+        var fingerprint = SetFingerprint()
+        for record in try tombstones() { fingerprint.add(replica.hasher.hash(LeafEncoding.lww(record))) }
+        state.tombstones = fingerprint
+        return fingerprint
     }
 }

@@ -7,6 +7,7 @@ struct DeviceTable {
 
     private var indexByID: [DeviceID: Int64] = [:]
     private var idByIndex: [Int64: DeviceID] = [:]
+    private var bytesByIndex: [Int64: [UInt8]] = [:]
 
     var count: Int { indexByID.count }
 
@@ -19,6 +20,7 @@ struct DeviceTable {
             }
             table.indexByID[id] = index
             table.idByIndex[index] = id
+            table.bytesByIndex[index] = bytes
         }
         return table
     }
@@ -34,6 +36,14 @@ struct DeviceTable {
         return id
     }
 
+    /// The 32 bytes of the device an index stands for (cached: leaf encodings need them often).
+    func bytes(at index: Int64) throws -> [UInt8] {
+        guard let bytes = bytesByIndex[index] else {
+            throw ReplicaError(.corrupt, "a stored row names device index \(index), which the device table lacks; the file is damaged")
+        }
+        return bytes
+    }
+
     /// The index for `id`, interning it first if needed (inside the caller's transaction).
     mutating func intern(_ id: DeviceID, _ connection: Connection) throws -> Int64 {
         if let index = indexByID[id] { return index }
@@ -41,6 +51,7 @@ struct DeviceTable {
         let index = connection.lastInsertRowID
         indexByID[id] = index
         idByIndex[index] = id
+        bytesByIndex[index] = id.bytes
         return index
     }
 }

@@ -1,13 +1,17 @@
 /// Each namespace keeps its rows in a table of its own, named after its kind and
-/// local id (`causal_3`). A table of its own means rows are keyed by the key
-/// alone: SQLite compares a leading text key with its fast path, and the B-tree
-/// holds one namespace, so scans and sizes need no filtering (`local.put`,
-/// `local.delete`: about a third less work than a shared table keyed by
-/// (namespace, key)).
+/// local id (`causal_3`), keyed by the key alone: SQLite compares a leading text
+/// key with its fast path, the B-tree holds one namespace, so scans and sizes
+/// need no filtering, and rows sit in key order, the order of the digest's key
+/// ranges (``RangeIndex``), so reconcile reads a range as one contiguous scan.
+/// A `log` table is keyed by the event id.
+///
+/// Live rows keep their 16-byte digest leaf (`leaf`), so removing a row from the
+/// digest never rehashes it and the digest is rebuilt at open from one column;
+/// tombstones keep none (they stay a few dozen bytes).
 ///
 /// Every table is `WITHOUT ROWID`, so a row, and a retained tombstone, cost one
-/// B-tree cell. Legal values are enforced by CHECK constraints, so a damaged or
-/// hand-edited file fails loudly.
+/// B-tree cell. The CHECK constraints that keep reads honest are in the schema,
+/// so a damaged or hand-edited file fails loudly.
 extension NamespaceKind {
     private var tablePrefix: String {
         switch self {
@@ -28,10 +32,10 @@ extension NamespaceKind {
             // The row and its RowVersion bookkeeping in one cell (000 §4).
             // value/ts/writer/dot are the version reads show; concurrent versions
             // that also survive sit in siblings (rare). A tombstone keeps key and
-            // vector only: everything else is NULL. Only the two checks that keep
-            // reads honest run on every write: each CHECK costs a few percent of
-            // `local.delete`, and the decoder rejects the rest (a live row without
-            // its writer fails as corrupt).
+            // vector only: everything else is NULL. Only the two checks
+            // that keep reads honest run on every write: each CHECK costs a few
+            // percent of `local.delete`, and the decoder rejects the rest (a live
+            // row without its dot or leaf fails as corrupt).
             """
             CREATE TABLE \(table) (
                 key TEXT NOT NULL PRIMARY KEY,
@@ -41,6 +45,7 @@ extension NamespaceKind {
                 writer INTEGER,
                 dot INTEGER,
                 siblings BLOB,
+                leaf BLOB,
                 tombstoned INTEGER NOT NULL CHECK (tombstoned IN (0, 1)),
                 CHECK ((tombstoned = 1) = (value IS NULL))
             ) WITHOUT ROWID;
@@ -53,6 +58,7 @@ extension NamespaceKind {
                 value BLOB,
                 ts INTEGER NOT NULL CHECK (ts >= 0),
                 writer INTEGER NOT NULL,
+                leaf BLOB,
                 deleted INTEGER NOT NULL CHECK (deleted IN (0, 1)),
                 CHECK ((deleted = 1) = (value IS NULL))
             ) WITHOUT ROWID;
@@ -67,6 +73,7 @@ extension NamespaceKind {
                 body BLOB NOT NULL,
                 ts INTEGER NOT NULL CHECK (ts >= 0),
                 writer INTEGER NOT NULL,
+                leaf BLOB NOT NULL,
                 CHECK (marker = 0 OR length(body) = 0)
             ) WITHOUT ROWID;
             CREATE INDEX \(table)_by_group ON \(table) (grp, marker);
@@ -77,7 +84,8 @@ extension NamespaceKind {
                 key TEXT NOT NULL PRIMARY KEY,
                 value BLOB NOT NULL,
                 ts INTEGER NOT NULL CHECK (ts >= 0),
-                writer INTEGER NOT NULL
+                writer INTEGER NOT NULL,
+                leaf BLOB NOT NULL
             ) WITHOUT ROWID;
             """
         case .local:

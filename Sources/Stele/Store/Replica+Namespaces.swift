@@ -58,6 +58,7 @@ extension Replica {
             return declaration
         }
         declared[name] = declaration
+        if kind.isReplicated { digests[declaration.id] = NamespaceDigest() }
         return declaration
     }
 

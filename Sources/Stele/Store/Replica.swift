@@ -18,6 +18,9 @@ public final class Replica {
         public var readOnly: Bool
         /// SQLite failures to force (tests and the simulator).
         public var faults: SQLiteFaultPlan?
+        /// Off only to measure what digest maintenance costs; a store written without
+        /// it cannot sync until reopened with it on (its digests are rebuilt at open).
+        @_spi(Benchmarks) public var maintainsDigests = true
 
         public init(
             clock: any WallClock = SystemWallClock(),
@@ -38,6 +41,8 @@ public final class Replica {
     public let account: AccountID
     /// The device this store belongs to.
     public let device: DeviceID
+    /// The device id's 32 bytes, as leaf encodings need them.
+    let deviceBytes: [UInt8]
     /// The device's fleet generation (001 §7). Zero until the barrier collects.
     public internal(set) var generation: UInt64
     /// Whether the store was opened read-only.
@@ -55,6 +60,17 @@ public final class Replica {
     var devices: DeviceTable
     var declared: [String: NamespaceDeclaration]
     private var slotsByNamespace: [Int64: StatementSlots] = [:]
+    /// Each replicated namespace's digest (``NamespaceDigest``), by namespace id.
+    var digests: [Int64: NamespaceDigest] = [:]
+    /// Digest changes of the open transaction, undone if it rolls back.
+    var digestUndo: [(Int64, DigestChange)] = []
+    /// The SHA-256 context leaf hashes are computed with.
+    let hasher = SHA256()
+    /// Reused storage for the leaf encodings of local writes.
+    var scratch = ByteWriter(capacity: 4_096)
+    /// Whether writes maintain digests: always, except for the benchmark that
+    /// measures what maintaining them costs (`sync.digest_overhead`).
+    let maintainsDigests: Bool
     private var pendingEvents: [ChangeEvent] = []
     /// The storage error of an operation that failed inside the open batch.
     private var storageFailure: (any Error)?
@@ -67,10 +83,12 @@ public final class Replica {
         self.connection = connection
         self.account = identity.account
         self.device = identity.device
+        self.deviceBytes = identity.device.bytes
         self.generation = identity.generation
         self.ownCounter = identity.ownCounter
         self.hybridClock = HybridClock(last: identity.clock)
         self.isReadOnly = options.readOnly
+        self.maintainsDigests = options.maintainsDigests
         self.clock = options.clock
         self.random = options.random
         self.devices = try DeviceTable.load(connection)
@@ -78,6 +96,7 @@ public final class Replica {
         guard devices.index(of: device) == DeviceTable.ownIndex else {
             throw ReplicaError(.corrupt, "the store's device table does not list its own device first; the file is damaged")
         }
+        try rebuildDigests()
     }
 
     deinit { feed.finish() }
@@ -210,6 +229,7 @@ public final class Replica {
         let deviceMark = devices.count
         let namespaceMark = declared.count
         let failureMark = storageFailure
+        let digestMark = digestUndo.count
         let result: T
         do {
             result = try connection.transaction {
@@ -225,13 +245,18 @@ public final class Replica {
             pendingEvents.removeSubrange(eventMark...)
             // Interned devices and declared namespaces of the undone work are gone from the file.
             if devices.count != deviceMark { devices = (try? DeviceTable.load(connection)) ?? devices }
-            if declared.count != namespaceMark { declared = (try? Self.loadNamespaces(connection)) ?? declared }
+            if declared.count != namespaceMark {
+                declared = (try? Self.loadNamespaces(connection)) ?? declared
+                digests = digests.filter { entry in declared.values.contains { $0.id == entry.key } }
+            }
+            undoDigestChanges(after: digestMark)
             // The rollback (or savepoint rollback) undid any half-done operation.
             storageFailure = outermost ? nil : failureMark
             throw error
         }
         if outermost {
             countersDirty = false
+            digestUndo.removeAll(keepingCapacity: true)
             let events = pendingEvents
             pendingEvents.removeAll(keepingCapacity: true)
             feed.publish(events)
@@ -273,16 +298,22 @@ public final class Replica {
 
     /// The next own counter: `max(current + 1, wall-clock ms)`, so a device restored
     /// from an old backup does not reuse a counter it had used before (DESIGN §4).
-    func nextOwnCounter() -> UInt64 {
-        let wall = UInt64(max(clock.nowMilliseconds(), 0))
+    func nextOwnCounter(wallClockMilliseconds: Int64? = nil) -> UInt64 {
+        let wall = UInt64(max(wallClockMilliseconds ?? clock.nowMilliseconds(), 0))
         ownCounter = min(max(ownCounter + 1, wall), VersionVector.maximumCounter)
         countersDirty = true
         return ownCounter
     }
 
-    func nextTimestamp() -> HybridTimestamp {
+    func nextTimestamp(wallClockMilliseconds: Int64? = nil) -> HybridTimestamp {
         countersDirty = true
-        return hybridClock.next(wallClockMilliseconds: clock.nowMilliseconds())
+        return hybridClock.next(wallClockMilliseconds: wallClockMilliseconds ?? clock.nowMilliseconds())
+    }
+
+    /// A counter and a timestamp for one write, reading the wall clock once.
+    func nextStamp() -> (counter: UInt64, timestamp: HybridTimestamp) {
+        let wall = clock.nowMilliseconds()
+        return (nextOwnCounter(wallClockMilliseconds: wall), nextTimestamp(wallClockMilliseconds: wall))
     }
 
     /// Keeps the own counter above anything a sibling has seen from this device

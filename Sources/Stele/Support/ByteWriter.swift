@@ -5,6 +5,9 @@ struct ByteWriter {
 
     init(capacity: Int = 0) { bytes.reserveCapacity(capacity) }
 
+    /// Empties the writer, keeping its storage for the next value.
+    mutating func reset() { bytes.removeAll(keepingCapacity: true) }
+
     mutating func appendVarint(_ value: UInt64) {
         var value = value
         while value >= 0x80 {
