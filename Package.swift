@@ -21,8 +21,13 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
+        .systemLibrary(
+            name: "CZlib",
+            pkgConfig: "zlib",
+            providers: [.apt(["zlib1g-dev"])]
+        ),
         .target(name: "SteleSQL", dependencies: ["CSQLite"]),
-        .target(name: "Stele", dependencies: ["SteleSQL", "CCrypto"]),
+        .target(name: "Stele", dependencies: ["SteleSQL", "CCrypto", "CZlib"]),
         .target(name: "SteleBench", dependencies: ["Stele", "SteleSQL"]),
         .executableTarget(name: "stele", dependencies: ["Stele", "SteleBench"]),
         .target(name: "TestSupport", dependencies: ["Stele", "SteleSQL"]),

@@ -1,0 +1,148 @@
+/// Everything devices of one account say to each other (DESIGN §5). Frames are
+/// encoded by ``FrameCodec``; the sealing of issue 6 wraps these bytes.
+public enum Frame: Sendable, Equatable {
+    /// Every namespace root, then the fleet generation (001 §7).
+    case advertisement(Advertisement)
+    /// One step of a range reconcile of one namespace.
+    case reconcile(ReconcileMessage)
+}
+
+/// A device's digest: what it holds, in 32 bytes per namespace.
+public struct Advertisement: Sendable, Equatable {
+    public struct Root: Sendable, Equatable {
+        public let namespace: String
+        public let digest: Hash32
+
+        public init(namespace: String, digest: Hash32) {
+            self.namespace = namespace
+            self.digest = digest
+        }
+    }
+
+    /// The roots of every replicated namespace, sorted by name.
+    public let roots: [Root]
+    /// The sender's fleet generation, carried after the roots (001 §7).
+    public let generation: UInt64
+
+    public init(roots: [Root], generation: UInt64) {
+        self.roots = roots.sorted { $0.namespace < $1.namespace }
+        self.generation = generation
+    }
+}
+
+/// The fingerprint of a set of leaves on the wire: the low 64 bits of their sum
+/// and their count. Short, because a false match at worst delays a repair to the
+/// next reconcile (the 32-byte roots still differ).
+public struct Fingerprint: Sendable, Hashable {
+    public let sum64: UInt64
+    public let count: UInt64
+
+    public init(sum64: UInt64, count: UInt64) {
+        self.sum64 = sum64
+        self.count = count
+    }
+
+    init(sum: Hash32, count: Int) {
+        self.init(sum64: sum.low64, count: UInt64(count))
+    }
+}
+
+/// One range of a reconcile message. Ranges are contiguous: each starts where
+/// the previous one ended (the first at the smallest key) and the last is unbounded.
+public struct RangeItem: Sendable, Equatable {
+    public enum Mode: Sendable, Equatable {
+        /// Nothing to do here.
+        case skip
+        /// The sender's fingerprint of its leaves in the range.
+        case fingerprint(Fingerprint)
+        /// The sender's every leaf in the range (it is small).
+        case leaves([LeafEntry])
+    }
+
+    /// The exclusive upper bound (key bytes), or `nil` for the last range.
+    public let upperBound: [UInt8]?
+    public let mode: Mode
+
+    public init(upperBound: [UInt8]?, mode: Mode) {
+        self.upperBound = upperBound
+        self.mode = mode
+    }
+}
+
+/// A leaf of a range: a key and its 16-byte leaf hash.
+public struct LeafEntry: Sendable, Equatable {
+    public let key: [UInt8]
+    let leaf: Leaf
+
+    init(key: [UInt8], leaf: Leaf) {
+        self.key = key
+        self.leaf = leaf
+    }
+}
+
+/// A row of any replicated kind, as reconcile ships it.
+public enum WireRecord: Sendable, Equatable {
+    case causal(CausalRecord)
+    case lww(LWWRecord)
+    case event(LogEvent)
+    case appendOnly(AppendOnlyRecord)
+
+    /// The record's key bytes (a log event's id), the order records are sent in.
+    var sortKey: [UInt8] {
+        switch self {
+        case .causal(let record): Array(record.key.utf8)
+        case .lww(let record): Array(record.key.utf8)
+        case .event(let event): event.id.bytes
+        case .appendOnly(let record): Array(record.key.utf8)
+        }
+    }
+}
+
+/// One step of reconciling one namespace between two devices (DESIGN §5).
+public struct ReconcileMessage: Sendable, Equatable {
+    /// Which exchange this step belongs to (chosen by the device that started it).
+    public var session: UInt64
+    public var namespace: String
+    /// The namespace's kind, so the records decode without outside knowledge;
+    /// checked against the receiver's declaration.
+    public var kind: NamespaceKind
+    /// The sender's fleet generation: a gap stops content reconcile (001 §7).
+    public var generation: UInt64
+    /// The sender's tombstone-set fingerprint: "compare, and send me your set if it differs".
+    public var tombstoneFingerprint: Fingerprint?
+    /// Tombstones shipped: the sender's whole set (`tombstonesComplete`) or those the receiver lacks.
+    public var tombstones: [WireRecord]?
+    public var tombstonesComplete: Bool
+    /// "Apply my tombstones, send back what I lack, then start the ranges again."
+    public var restart: Bool
+    /// The ranges still to compare, covering all keys (empty: nothing left to compare).
+    public var ranges: [RangeItem]
+    /// Rows the receiver lacks or holds differently.
+    public var records: [WireRecord]
+    /// Keys whose rows the sender asks for.
+    public var wants: [[UInt8]]
+
+    public init(
+        session: UInt64, namespace: String, kind: NamespaceKind, generation: UInt64,
+        tombstoneFingerprint: Fingerprint? = nil, tombstones: [WireRecord]? = nil, tombstonesComplete: Bool = false,
+        restart: Bool = false, ranges: [RangeItem] = [], records: [WireRecord] = [], wants: [[UInt8]] = []
+    ) {
+        self.session = session
+        self.namespace = namespace
+        self.kind = kind
+        self.generation = generation
+        self.tombstoneFingerprint = tombstoneFingerprint
+        self.tombstones = tombstones
+        self.tombstonesComplete = tombstonesComplete
+        self.restart = restart
+        self.ranges = ranges
+        self.records = records
+        self.wants = wants
+    }
+
+    /// Whether the message asks anything of its receiver.
+    var needsReply: Bool {
+        restart || tombstoneFingerprint != nil || !wants.isEmpty
+            || ranges.contains { if case .skip = $0.mode { return false } else { return true } }
+    }
+}

@@ -1,0 +1,184 @@
+/// The binary encoding of ``Frame``s: compact, versioned, bounded.
+///
+/// Envelope: a format version byte, a frame type byte, a flags byte (bit 0: the
+/// body is deflated, and its inflated length follows as a varint), then the body.
+/// Types 1 and 2 are the advertisement and the reconcile step; 16–18 are kept for
+/// the barrier's `gc_propose`, `gc_ack` and `gc_commit`.
+///
+/// A decoder never traps on input: short, oversized or malformed bytes throw
+/// ``CodecError`` and nothing else happens.
+public enum FrameCodec {
+    public static let formatVersion: UInt8 = 1
+
+    enum FrameType: UInt8 {
+        case advertisement = 1
+        case reconcile = 2
+        // Reserved for the convergence barrier (001 §4): not decoded by this version.
+        case gcPropose = 16, gcAck = 17, gcCommit = 18
+    }
+
+    /// Bodies at least this long are deflated if that saves a tenth or more.
+    static let compressionThreshold = 512
+
+    /// Encodes a frame, deflating its body when that pays.
+    public static func encode(_ frame: Frame) -> [UInt8] {
+        var body = ByteWriter()
+        let type: FrameType
+        switch frame {
+        case .advertisement(let advertisement):
+            type = .advertisement
+            encode(advertisement, into: &body)
+        case .reconcile(let message):
+            type = .reconcile
+            ReconcileCodec.encode(message, into: &body)
+        }
+        var output = ByteWriter(capacity: body.bytes.count + 8)
+        output.append(formatVersion)
+        output.append(type.rawValue)
+        if body.bytes.count >= compressionThreshold, let deflated = Compression.deflate(body.bytes),
+            deflated.count + 8 < body.bytes.count - body.bytes.count / 10
+        {
+            output.append(1)
+            output.appendVarint(UInt64(body.bytes.count))
+            output.append(deflated)
+        } else {
+            output.append(0)
+            output.append(body.bytes)
+        }
+        return output.bytes
+    }
+
+    /// Decodes a frame.
+    /// - Throws: ``CodecError``: an unknown version or type, a truncated or
+    ///   oversized frame, a count above its bound, or malformed content.
+    public static func decode(_ bytes: [UInt8]) throws -> Frame {
+        guard bytes.count <= maximumEncodedBytes else {
+            throw CodecError(.countTooLarge, "a frame of \(bytes.count) bytes is above the limit of \(maximumEncodedBytes)")
+        }
+        var header = ByteReader(bytes)
+        let version = try header.readByte("frame version")
+        guard version == formatVersion else {
+            throw CodecError(.unknownVersion, "frame format \(version) is not known to this build (it speaks \(formatVersion)); update Stele on every device")
+        }
+        let rawType = try header.readByte("frame type")
+        let flags = try header.readByte("frame flags")
+        guard flags & ~1 == 0 else { throw CodecError(.notCanonical, "frame flags \(flags) has unknown bits") }
+        let body: [UInt8]
+        if flags & 1 == 1 {
+            let length = try header.readCount("inflated frame length", maximum: WireLimits.maximumFrameBytes)
+            body = try Compression.inflate(bytes[header.offset...], expectedCount: length, limit: WireLimits.maximumFrameBytes)
+        } else {
+            body = Array(bytes[header.offset...])
+        }
+        var reader = ByteReader(body)
+        let frame: Frame
+        switch FrameType(rawValue: rawType) {
+        case .advertisement: frame = .advertisement(try decodeAdvertisement(&reader))
+        case .reconcile: frame = .reconcile(try ReconcileCodec.decode(&reader))
+        case .gcPropose, .gcAck, .gcCommit:
+            throw CodecError(.unknownVersion, "frame type \(rawType) (tombstone collection) is not supported by this build")
+        case nil:
+            throw CodecError(.valueOutOfRange, "unknown frame type \(rawType)")
+        }
+        try reader.expectEnd("frame")
+        return frame
+    }
+
+    /// The largest encoded frame accepted (a deflated body is checked again once inflated).
+    static let maximumEncodedBytes = WireLimits.maximumFrameBytes + 64
+
+    // MARK: - Advertisement
+
+    static func encode(_ advertisement: Advertisement, into writer: inout ByteWriter) {
+        writer.appendVarint(UInt64(advertisement.roots.count))
+        for root in advertisement.roots {
+            writer.appendString(root.namespace)
+            writer.append(root.digest.bytes)
+        }
+        // 001 §7: the generation rides after the roots, 8 bytes big-endian.
+        writer.appendBigEndian(advertisement.generation)
+    }
+
+    static func decodeAdvertisement(_ reader: inout ByteReader) throws -> Advertisement {
+        let count = try reader.readCount("advertised namespaces", maximum: WireLimits.maximumNamespaces)
+        var roots: [Advertisement.Root] = []
+        for index in 0..<count {
+            let name = try reader.readString("advertised namespace \(index)", maximumBytes: Limits.maximumNamespaceNameLength)
+            let digest = try Hash32(bytes: try reader.readBytes(Hash32.byteCount, "root of \(name)"))
+            if let last = roots.last, !(last.namespace < name) {
+                throw CodecError(.notCanonical, "advertised namespaces are not in strictly increasing order")
+            }
+            roots.append(Advertisement.Root(namespace: name, digest: digest))
+        }
+        let generation = try reader.readBigEndianUInt64("generation")
+        return Advertisement(roots: roots, generation: generation)
+    }
+}
+
+extension ByteWriter {
+    mutating func appendString(_ string: String) {
+        appendVarint(UInt64(string.utf8.count))
+        append(string.utf8)
+    }
+
+    mutating func appendBytes(_ bytes: [UInt8]) {
+        appendVarint(UInt64(bytes.count))
+        append(bytes)
+    }
+
+    /// A signed difference, zigzag-encoded so small magnitudes take one byte.
+    mutating func appendZigzag(_ value: Int64) {
+        appendVarint(UInt64(bitPattern: (value << 1) ^ (value >> 63)))
+    }
+
+    /// `bytes` as the length of the prefix it shares with `previous`, then the rest:
+    /// sorted keys mostly share long prefixes.
+    mutating func appendFrontCoded(_ bytes: [UInt8], after previous: [UInt8]) {
+        var shared = 0
+        let limit = min(bytes.count, previous.count)
+        while shared < limit && bytes[shared] == previous[shared] { shared += 1 }
+        appendVarint(UInt64(shared))
+        appendVarint(UInt64(bytes.count - shared))
+        append(bytes[shared...])
+    }
+}
+
+extension ByteReader {
+    mutating func readString(_ what: @autoclosure () -> String, maximumBytes: Int) throws -> String {
+        let length = try readCount(what(), maximum: maximumBytes)
+        let bytes = try readBytes(length, what())
+        guard let string = String(validating: bytes, as: UTF8.self) else {
+            throw CodecError(.notCanonical, "\(what()) is not valid UTF-8")
+        }
+        return string
+    }
+
+    mutating func readByteArray(_ what: @autoclosure () -> String, maximumBytes: Int) throws -> [UInt8] {
+        let length = try readCount(what(), maximum: maximumBytes)
+        return Array(try readBytes(length, what()))
+    }
+
+    mutating func readZigzag(_ what: @autoclosure () -> String) throws -> Int64 {
+        let raw = try readVarint(what())
+        return Int64(bitPattern: (raw >> 1) ^ (0 &- (raw & 1)))
+    }
+
+    mutating func readFrontCoded(after previous: [UInt8], _ what: @autoclosure () -> String, maximumBytes: Int) throws -> [UInt8] {
+        let shared = try readCount(what(), maximum: previous.count)
+        let rest = try readCount(what(), maximum: maximumBytes)
+        guard shared + rest <= maximumBytes else {
+            throw CodecError(.countTooLarge, "\(what()) is \(shared + rest) bytes, above \(maximumBytes)")
+        }
+        return Array(previous[..<shared]) + Array(try readBytes(rest, what()))
+    }
+
+    /// A count that also cannot exceed the bytes left (each item takes at least one),
+    /// so a hostile count cannot make the decoder reserve memory for nothing.
+    mutating func readItemCount(_ what: @autoclosure () -> String, maximum: Int) throws -> Int {
+        let count = try readCount(what(), maximum: maximum)
+        guard count <= remaining else {
+            throw CodecError(.truncated, "\(what()): \(count) items announced, only \(remaining) bytes left")
+        }
+        return count
+    }
+}

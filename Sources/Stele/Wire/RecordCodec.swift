@@ -1,0 +1,198 @@
+/// Records on the wire, compactly: every device named once per frame (a
+/// dictionary of 32-byte ids, then small indexes), keys front-coded in sorted
+/// order, counters and timestamps as zigzag differences from the previous one.
+/// A run of tombstones written by one device for neighbouring keys costs a few
+/// bytes each (`sync.delete_batch.wire_bytes_per_deleted_key`).
+struct RecordWriter {
+    private(set) var devices: [DeviceID] = []
+    private var deviceIndex: [DeviceID: Int] = [:]
+    private var lastCounter: [Int: UInt64] = [:]
+    private var lastTimestamp: UInt64 = 0
+    private var lastKey: [UInt8] = []
+
+    private mutating func index(of device: DeviceID) -> Int {
+        if let index = deviceIndex[device] { return index }
+        devices.append(device)
+        deviceIndex[device] = devices.count - 1
+        return devices.count - 1
+    }
+
+    private mutating func appendCounter(_ counter: UInt64, of device: Int, _ writer: inout ByteWriter) {
+        writer.appendZigzag(Int64(bitPattern: counter &- (lastCounter[device] ?? 0)))
+        lastCounter[device] = counter
+    }
+
+    private mutating func appendStamp(_ stamp: WriteStamp, _ writer: inout ByteWriter) {
+        writer.appendZigzag(Int64(bitPattern: stamp.timestamp.rawValue &- lastTimestamp))
+        lastTimestamp = stamp.timestamp.rawValue
+        writer.appendVarint(UInt64(index(of: stamp.writer)))
+    }
+
+    /// Appends `records` (sorted here by key) as a counted list. Keys are
+    /// front-coded within the list; counters and timestamps continue from the
+    /// frame's earlier lists.
+    mutating func append(_ records: [WireRecord], into writer: inout ByteWriter) {
+        lastKey = []
+        writer.appendVarint(UInt64(records.count))
+        for record in records.sorted(by: { $0.sortKey.lexicographicallyPrecedes($1.sortKey) }) {
+            append(record, into: &writer)
+        }
+    }
+
+    private mutating func append(_ record: WireRecord, into writer: inout ByteWriter) {
+        switch record {
+        case .causal(let record):
+            appendKey(Array(record.key.utf8), &writer)
+            writer.appendVarint(UInt64(record.vector.entries.count))
+            for entry in record.vector.entries {
+                let device = index(of: entry.device)
+                writer.appendVarint(UInt64(device))
+                appendCounter(entry.counter, of: device, &writer)
+            }
+            writer.appendVarint(UInt64(record.versions.count))
+            for version in record.versions {
+                // A version's dot is always covered by its vector: its counter is
+                // sent as the distance below the vector's entry (usually zero).
+                let device = index(of: version.dot.device)
+                writer.appendVarint(UInt64(device))
+                writer.appendVarint(record.vector[version.dot.device] - version.dot.counter)
+                appendStamp(WriteStamp(timestamp: version.timestamp, writer: version.dot.device), &writer)
+                writer.appendBytes(version.value)
+            }
+        case .lww(let record):
+            appendKey(Array(record.key.utf8), &writer)
+            if let value = record.value {
+                writer.append(0)
+                writer.appendBytes(value)
+            } else {
+                writer.append(1)
+            }
+            appendStamp(record.stamp, &writer)
+        case .event(let event):
+            writer.append(event.id.bytes)
+            writer.appendString(event.group)
+            if event.isMarker {
+                writer.append(1)
+            } else {
+                writer.append(0)
+                writer.appendBytes(event.body)
+            }
+            appendStamp(event.stamp, &writer)
+        case .appendOnly(let record):
+            appendKey(Array(record.key.utf8), &writer)
+            writer.appendBytes(record.value ?? [])
+            appendStamp(record.stamp, &writer)
+        }
+    }
+
+    private mutating func appendKey(_ key: [UInt8], _ writer: inout ByteWriter) {
+        writer.appendFrontCoded(key, after: lastKey)
+        lastKey = key
+    }
+}
+
+/// Reads what ``RecordWriter`` writes, checking every bound and rule a record
+/// must satisfy before it reaches a merge function.
+struct RecordReader {
+    let devices: [DeviceID]
+    private var lastCounter: [Int: UInt64] = [:]
+    private var lastTimestamp: UInt64 = 0
+    private var lastKey: [UInt8] = []
+
+    init(devices: [DeviceID]) { self.devices = devices }
+
+    private func device(_ reader: inout ByteReader) throws -> (Int, DeviceID) {
+        let index = try reader.readVarint("device index")
+        guard index < UInt64(devices.count) else {
+            throw CodecError(.valueOutOfRange, "device index \(index) is outside the frame's \(devices.count) devices")
+        }
+        return (Int(index), devices[Int(index)])
+    }
+
+    private mutating func counter(of device: Int, _ reader: inout ByteReader) throws -> UInt64 {
+        let counter = (lastCounter[device] ?? 0) &+ UInt64(bitPattern: try reader.readZigzag("counter"))
+        guard counter > 0, counter <= VersionVector.maximumCounter else {
+            throw CodecError(.valueOutOfRange, "counter \(counter) is out of range")
+        }
+        lastCounter[device] = counter
+        return counter
+    }
+
+    private mutating func stamp(_ reader: inout ByteReader) throws -> WriteStamp {
+        let timestamp = lastTimestamp &+ UInt64(bitPattern: try reader.readZigzag("timestamp"))
+        guard timestamp <= UInt64(Int64.max) else { throw CodecError(.valueOutOfRange, "timestamp \(timestamp) is out of range") }
+        lastTimestamp = timestamp
+        return WriteStamp(timestamp: HybridTimestamp(rawValue: timestamp), writer: try device(&reader).1)
+    }
+
+    private mutating func key(_ reader: inout ByteReader) throws -> String {
+        let bytes = try reader.readFrontCoded(after: lastKey, "key", maximumBytes: Limits.maximumKeyBytes)
+        guard !bytes.isEmpty, lastKey.isEmpty || lastKey.lexicographicallyPrecedes(bytes) else {
+            throw CodecError(.notCanonical, "record keys are empty or not in strictly increasing order")
+        }
+        lastKey = bytes
+        guard let key = String(validating: bytes, as: UTF8.self) else { throw CodecError(.notCanonical, "a key is not valid UTF-8") }
+        return key
+    }
+
+    mutating func records(of kind: NamespaceKind, _ reader: inout ByteReader) throws -> [WireRecord] {
+        lastKey = []
+        let count = try reader.readItemCount("records", maximum: WireLimits.maximumRecords)
+        var records: [WireRecord] = []
+        records.reserveCapacity(count)
+        for _ in 0..<count { records.append(try record(of: kind, &reader)) }
+        return records
+    }
+
+    private mutating func record(of kind: NamespaceKind, _ reader: inout ByteReader) throws -> WireRecord {
+        switch kind {
+        case .causal:
+            let key = try key(&reader)
+            let entryCount = try reader.readItemCount("vector entries", maximum: VersionVector.maximumEntries)
+            var entries: [VersionVector.Entry] = []
+            for _ in 0..<entryCount {
+                let (index, id) = try device(&reader)
+                entries.append(VersionVector.Entry(device: id, counter: try counter(of: index, &reader)))
+            }
+            for position in entries.indices.dropFirst() where !(entries[position - 1].device < entries[position].device) {
+                throw CodecError(.notCanonical, "vector entries are not in strictly increasing device order")
+            }
+            let vector = VersionVector(sortedEntries: entries)
+            let versionCount = try reader.readItemCount("versions", maximum: CausalRecord.maximumVersions)
+            var versions: [CausalVersion] = []
+            for _ in 0..<versionCount {
+                let (_, id) = try device(&reader)
+                let below = try reader.readVarint("version counter")
+                guard below < vector[id] else { throw CodecError(.valueOutOfRange, "a version's dot is outside its vector") }
+                let stamp = try stamp(&reader)
+                let value = try reader.readByteArray("value", maximumBytes: Limits.maximumValueBytes)
+                guard stamp.writer == id else { throw CodecError(.notCanonical, "a version's writer differs from its dot") }
+                versions.append(CausalVersion(dot: Dot(device: id, counter: vector[id] - below), timestamp: stamp.timestamp, value: value))
+            }
+            return .causal(CausalRecord(key: key, vector: vector, versions: versions))
+        case .lww:
+            let key = try key(&reader)
+            let deleted = try reader.readByte("deleted flag")
+            guard deleted <= 1 else { throw CodecError(.valueOutOfRange, "deleted flag \(deleted)") }
+            let value = deleted == 0 ? try reader.readByteArray("value", maximumBytes: Limits.maximumValueBytes) : nil
+            return .lww(LWWRecord(key: key, value: value, stamp: try stamp(&reader)))
+        case .log:
+            let id = try EventID(bytes: try reader.readBytes(EventID.byteCount, "event id"))
+            if !lastKey.isEmpty && !lastKey.lexicographicallyPrecedes(id.bytes) {
+                throw CodecError(.notCanonical, "events are not in strictly increasing id order")
+            }
+            lastKey = id.bytes
+            let group = try reader.readString("group", maximumBytes: Limits.maximumKeyBytes)
+            let marker = try reader.readByte("marker flag")
+            guard marker <= 1 else { throw CodecError(.valueOutOfRange, "marker flag \(marker)") }
+            let kind: LogEvent.Kind = marker == 1 ? .marker : .event(body: try reader.readByteArray("body", maximumBytes: Limits.maximumValueBytes))
+            return .event(LogEvent(id: id, group: group, kind: kind, stamp: try stamp(&reader)))
+        case .appendOnly:
+            let key = try key(&reader)
+            let value = try reader.readByteArray("value", maximumBytes: Limits.maximumValueBytes)
+            return .appendOnly(AppendOnlyRecord(key: key, value: value, stamp: try stamp(&reader)))
+        case .local:
+            throw CodecError(.valueOutOfRange, "local namespaces are never replicated")
+        }
+    }
+}
