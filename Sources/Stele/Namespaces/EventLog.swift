@@ -106,6 +106,13 @@ public struct EventLog {
         }
     }
 
+    /// The stored event or marker with this id, if any.
+    public func event(_ id: EventID) throws -> LogEvent? {
+        try replica.connection.queryFirst("SELECT id, grp, marker, body, ts, writer FROM \(table) WHERE id = ?", [.blob(id.bytes)]) {
+            try decodeStored($0)
+        }
+    }
+
     /// Applies a remote event insert-if-absent (000 §1), with erasure: an event
     /// of a buried group is not stored, and a marker purges what it buries.
     /// - Throws: ``ReplicaError`` `invalidRecord` for a malformed event (nothing changes).

@@ -339,6 +339,15 @@ public final class Replica {
             [.integer(Int64(ownCounter)), .integer(Int64(bitPattern: hybridClock.last.rawValue))])
     }
 
+    /// Records the device's fleet generation (001 §7). The barrier (issue 5) is the
+    /// one caller that moves it in the library; tests use it to open a gap.
+    func setGeneration(_ value: UInt64) throws {
+        try write {
+            try connection.execute("UPDATE replica SET generation = ? WHERE id = 1", [.integer(Int64(value))])
+        }
+        generation = value
+    }
+
     /// Copies the store into a file with SQLite's online-backup API (what an OS
     /// device backup captures).
     /// - Throws: `SQLiteError` if the destination cannot be written.

@@ -1,0 +1,229 @@
+/// One device's side of fleet sync, as a state machine (DESIGN §3): inputs in
+/// (a frame, a timer, a local change), outputs out (frames to send, timers to
+/// arm, events to log). No I/O, no threads, no clock: the runtime, real or
+/// simulated, delivers the inputs and carries out the outputs, so the simulator
+/// runs exactly this code. SQLite is touched within a step (it is local).
+///
+/// A device advertises its digest (every namespace root, then its generation)
+/// periodically and shortly after changes. A device that receives an
+/// advertisement with a different root, at the same generation, starts a
+/// reconcile of that namespace (``ReconcileEngine``); a different generation
+/// stops content reconcile both ways (001 §7). Rows a device learns in a
+/// reconcile count as changes, so they travel on to its other siblings.
+public struct FleetNode {
+    public let replica: Replica
+    /// The devices of the account, this one included. Frames from anyone else are refused.
+    public private(set) var roster: Set<DeviceID>
+    public let configuration: FleetConfiguration
+    private var random: any RandomNumberGenerator
+
+    private struct SessionKey: Hashable {
+        let peer: DeviceID
+        let namespace: String
+    }
+
+    private struct Session {
+        let id: UInt64
+        /// The device that started it (ties between two simultaneous starts go to the lower id).
+        let initiator: DeviceID
+        var progress = ReconcileEngine.Progress()
+        var epoch: UInt64 = 0
+    }
+
+    private var sessions: [SessionKey: Session] = [:]
+    private var changePending = false
+    private var logged: Set<String> = []
+    private var nextEpoch: UInt64 = 0
+
+    public init(replica: Replica, roster: Set<DeviceID>, configuration: FleetConfiguration = FleetConfiguration(), random: any RandomNumberGenerator) {
+        self.replica = replica
+        self.roster = roster.union([replica.device])
+        self.configuration = configuration
+        self.random = random
+    }
+
+    /// The other devices of the roster.
+    public var peers: [DeviceID] { roster.subtracting([replica.device]).sorted() }
+
+    /// Reconcile sessions in progress.
+    public var openSessions: Int { sessions.count }
+
+    /// Handles one input.
+    public mutating func handle(_ input: FleetInput) -> [FleetOutput] {
+        switch input {
+        case .start:
+            sessions.removeAll()
+            changePending = false
+            return advertiseToAll() + [.arm(.advertise, afterMilliseconds: configuration.advertiseIntervalMilliseconds)]
+        case .timer(.advertise):
+            return advertiseToAll() + [.arm(.advertise, afterMilliseconds: configuration.advertiseIntervalMilliseconds)]
+        case .localChange:
+            return noteChange()
+        case .timer(.changeDebounce):
+            changePending = false
+            return advertiseToAll()
+        case .timer(.session(let peer, let namespace, let epoch)):
+            let key = SessionKey(peer: peer, namespace: namespace)
+            guard let session = sessions[key], session.epoch == epoch else { return [] }
+            sessions[key] = nil
+            return [.log(FleetEvent(kind: .sessionTimedOut, peer: peer, namespace: namespace, message: "no reply within \(configuration.sessionTimeoutMilliseconds) ms; dropped"))]
+        case .frame(let peer, let bytes):
+            return receive(bytes, from: peer)
+        }
+    }
+
+    /// Replaces the roster (join and revoke arrive this way).
+    public mutating func updateRoster(_ devices: Set<DeviceID>) {
+        roster = devices.union([replica.device])
+        for key in sessions.keys where !roster.contains(key.peer) { sessions[key] = nil }
+    }
+
+    // MARK: - Advertising
+
+    /// This device's advertisement: every replicated namespace's root, then the generation.
+    public func advertisement() throws -> Advertisement {
+        Advertisement(
+            roots: try replica.namespaces.filter { $0.kind.isReplicated }.map { .init(namespace: $0.name, digest: try replica.digest(of: $0.name)) },
+            generation: replica.generation)
+    }
+
+    private func advertiseToAll() -> [FleetOutput] {
+        do {
+            let bytes = FrameCodec.encode(.advertisement(try advertisement()))
+            return peers.map { .send(to: $0, bytes: bytes) }
+        } catch {
+            return [.log(FleetEvent(kind: .rejectedFrame, peer: nil, namespace: nil, message: "could not build an advertisement: \(error)"))]
+        }
+    }
+
+    private mutating func noteChange() -> [FleetOutput] {
+        guard !changePending else { return [] }
+        changePending = true
+        return [.arm(.changeDebounce, afterMilliseconds: configuration.changeDebounceMilliseconds)]
+    }
+
+    // MARK: - Receiving
+
+    private mutating func receive(_ bytes: [UInt8], from peer: DeviceID) -> [FleetOutput] {
+        guard roster.contains(peer), peer != replica.device else {
+            return logOnce(.unknownDevice, peer: peer, namespace: nil, "a frame from a device that is not on the account's roster was refused")
+        }
+        let frame: Frame
+        do {
+            frame = try FrameCodec.decode(bytes)
+        } catch {
+            return logOnce(.rejectedFrame, peer: peer, namespace: nil, "\(error)")
+        }
+        switch frame {
+        case .advertisement(let advertisement): return receive(advertisement, from: peer)
+        case .reconcile(let message): return receive(message, from: peer)
+        }
+    }
+
+    private mutating func receive(_ advertisement: Advertisement, from peer: DeviceID) -> [FleetOutput] {
+        guard advertisement.generation == replica.generation else {
+            // 001 §7: pulling across a generation gap is the operation that would resurrect.
+            return logOnce(
+                .generationGap, peer: peer, namespace: nil,
+                "peer is at generation \(advertisement.generation), this device at \(replica.generation); no content reconcile either way")
+        }
+        var outputs: [FleetOutput] = []
+        let theirs = Dictionary(advertisement.roots.map { ($0.namespace, $0.digest) }, uniquingKeysWith: { first, _ in first })
+        var allEqual = true
+        for declaration in replica.namespaces where declaration.kind.isReplicated {
+            guard let root = theirs[declaration.name] else {
+                allEqual = false
+                outputs += logOnce(.undeclaredNamespace, peer: peer, namespace: declaration.name, "peer does not advertise this namespace; declare it on every device")
+                continue
+            }
+            guard let mine = try? replica.digest(of: declaration.name), mine != root else { continue }
+            allEqual = false
+            outputs += startSession(with: peer, namespace: declaration)
+        }
+        for name in theirs.keys where (try? replica.declaration(of: name)) == nil {
+            allEqual = false
+            outputs += logOnce(.undeclaredNamespace, peer: peer, namespace: name, "peer advertises a namespace this device has not declared")
+        }
+        if allEqual {
+            outputs.append(.log(FleetEvent(kind: .inSync, peer: peer, namespace: nil, message: "every namespace root equal")))
+        }
+        return outputs
+    }
+
+    private mutating func startSession(with peer: DeviceID, namespace declaration: NamespaceDeclaration) -> [FleetOutput] {
+        let key = SessionKey(peer: peer, namespace: declaration.name)
+        guard sessions[key] == nil else { return [] }
+        do {
+            let source = try NamespaceSync(replica: replica, declaration: declaration)
+            var session = Session(id: random.next(), initiator: replica.device)
+            let opening = try ReconcileEngine.opening(session: session.id, generation: replica.generation, source: source)
+            let timer = armTimer(for: key, &session)
+            sessions[key] = session
+            return [
+                .send(to: peer, bytes: FrameCodec.encode(.reconcile(opening))), timer,
+                .log(FleetEvent(kind: .sessionStarted, peer: peer, namespace: declaration.name, message: "roots differ")),
+            ]
+        } catch {
+            return [.log(FleetEvent(kind: .rejectedRecords, peer: peer, namespace: declaration.name, message: "could not start a reconcile: \(error)"))]
+        }
+    }
+
+    private mutating func receive(_ message: ReconcileMessage, from peer: DeviceID) -> [FleetOutput] {
+        guard let declaration = try? replica.declaration(of: message.namespace), declaration.kind == message.kind else {
+            return logOnce(.undeclaredNamespace, peer: peer, namespace: message.namespace, "a reconcile for a namespace not declared here as \(message.kind) was refused")
+        }
+        guard message.generation == replica.generation else {
+            return logOnce(
+                .generationGap, peer: peer, namespace: message.namespace,
+                "reconcile at generation \(message.generation) refused at generation \(replica.generation)")
+        }
+        let key = SessionKey(peer: peer, namespace: message.namespace)
+        var session: Session
+        if let existing = sessions[key], existing.id == message.session {
+            session = existing
+        } else if let existing = sessions[key], existing.initiator == replica.device, replica.device < peer {
+            // Both started at once: the session of the lower device id goes on; the peer adopts it.
+            _ = existing
+            return []
+        } else {
+            session = Session(id: message.session, initiator: peer)
+        }
+        do {
+            let source = try NamespaceSync(replica: replica, declaration: declaration)
+            let before = session.progress.changed
+            let reply = try ReconcileEngine.respond(to: message, source: source, progress: &session.progress)
+            var outputs: [FleetOutput] = []
+            if session.progress.changed > before { outputs += noteChange() }
+            // A reply that asks nothing back ends the session here; with nothing to
+            // say at all, an empty reply tells a peer that is waiting that it is over.
+            let outgoing = reply ?? (message.needsReply ? ReconcileMessage(session: message.session, namespace: message.namespace, kind: message.kind, generation: message.generation) : nil)
+            if let outgoing { outputs.append(.send(to: peer, bytes: FrameCodec.encode(.reconcile(outgoing)))) }
+            if let outgoing, outgoing.needsReply {
+                outputs.append(armTimer(for: key, &session))
+                sessions[key] = session
+            } else {
+                sessions[key] = nil
+                outputs.append(
+                    .log(FleetEvent(kind: .sessionFinished, peer: peer, namespace: message.namespace, message: "\(session.progress.changed) rows changed here")))
+            }
+            return outputs
+        } catch {
+            sessions[key] = nil
+            return [.log(FleetEvent(kind: .rejectedRecords, peer: peer, namespace: message.namespace, message: "reconcile refused: \(error)"))]
+        }
+    }
+
+    private mutating func armTimer(for key: SessionKey, _ session: inout Session) -> FleetOutput {
+        nextEpoch += 1
+        session.epoch = nextEpoch
+        return .arm(.session(peer: key.peer, namespace: key.namespace, epoch: nextEpoch), afterMilliseconds: configuration.sessionTimeoutMilliseconds)
+    }
+
+    /// Logs a rejection the first time it happens for this peer, namespace and reason.
+    private mutating func logOnce(_ kind: FleetEvent.Kind, peer: DeviceID, namespace: String?, _ message: String) -> [FleetOutput] {
+        // Bounded: a flood of distinct garbage cannot grow it without end.
+        if logged.count >= 4_096 { logged.removeAll() }
+        guard logged.insert("\(kind)|\(peer.hex)|\(namespace ?? "")|\(message)").inserted else { return [] }
+        return [.log(FleetEvent(kind: kind, peer: peer, namespace: namespace, message: message))]
+    }
+}

@@ -1,0 +1,79 @@
+/// How a ``FleetNode`` paces itself. Times are durations in milliseconds: the
+/// node has no clock; whoever runs it fires the timers it arms.
+public struct FleetConfiguration: Sendable {
+    /// How often a device advertises its digest unprompted.
+    public var advertiseIntervalMilliseconds: Int64
+    /// How long after a change the device advertises (changes in a burst advertise once).
+    public var changeDebounceMilliseconds: Int64
+    /// How long a reconcile session may wait for the peer's next message.
+    public var sessionTimeoutMilliseconds: Int64
+
+    public init(advertiseIntervalMilliseconds: Int64 = 30_000, changeDebounceMilliseconds: Int64 = 250, sessionTimeoutMilliseconds: Int64 = 20_000) {
+        self.advertiseIntervalMilliseconds = advertiseIntervalMilliseconds
+        self.changeDebounceMilliseconds = changeDebounceMilliseconds
+        self.sessionTimeoutMilliseconds = sessionTimeoutMilliseconds
+    }
+}
+
+/// What happens to a ``FleetNode``: every input is one call to ``FleetNode/handle(_:)``.
+public enum FleetInput: Sendable, Equatable {
+    /// The node starts (or restarts after a crash): it advertises and arms its timers.
+    case start
+    /// Bytes arrived from a device.
+    case frame(from: DeviceID, bytes: [UInt8])
+    /// A timer the node armed came due.
+    case timer(FleetTimer)
+    /// The app wrote to the replica.
+    case localChange
+}
+
+/// What a ``FleetNode`` asks its runtime to do.
+public enum FleetOutput: Sendable, Equatable {
+    /// Deliver these bytes to that device.
+    case send(to: DeviceID, bytes: [UInt8])
+    /// Fire this timer after this long (re-arming a timer replaces it).
+    case arm(FleetTimer, afterMilliseconds: Int64)
+    /// Something worth telling whoever watches: a rejected frame, a finished session.
+    case log(FleetEvent)
+}
+
+/// The node's timers.
+public enum FleetTimer: Sendable, Hashable {
+    case advertise
+    case changeDebounce
+    /// A session's inactivity timer; `epoch` tells a stale firing from the current one.
+    case session(peer: DeviceID, namespace: String, epoch: UInt64)
+}
+
+/// A notable event, reported through ``FleetOutput/log(_:)``.
+public struct FleetEvent: Sendable, Equatable, CustomStringConvertible {
+    public enum Kind: Sendable, Equatable {
+        /// Bytes that did not decode; nothing changed.
+        case rejectedFrame
+        /// A frame from a device that is not on the roster; nothing changed.
+        case unknownDevice
+        /// A frame about a namespace this device has not declared (or of another kind).
+        case undeclaredNamespace
+        /// A peer at another fleet generation: no content reconcile either way (001 §7).
+        case generationGap
+        /// A reconcile was refused: a record in it broke the rules; nothing of it applied.
+        case rejectedRecords
+        /// A reconcile session started.
+        case sessionStarted
+        /// A reconcile session ended; the message says how many rows changed here.
+        case sessionFinished
+        /// A session heard nothing for too long and was dropped.
+        case sessionTimedOut
+        /// A peer's digest equals this device's in every namespace.
+        case inSync
+    }
+
+    public let kind: Kind
+    public let peer: DeviceID?
+    public let namespace: String?
+    public let message: String
+
+    public var description: String {
+        "\(kind)" + (peer.map { " peer \($0)" } ?? "") + (namespace.map { " \($0)" } ?? "") + ": \(message)"
+    }
+}
