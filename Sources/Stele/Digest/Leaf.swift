@@ -26,6 +26,13 @@ struct Leaf: Hashable, Sendable {
         }
     }
 
+    /// A leaf read in place (`nil` unless exactly 16 bytes).
+    init?(raw: UnsafeRawBufferPointer) {
+        guard raw.count == Self.byteCount else { return nil }
+        high = UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self))
+        low = UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+    }
+
     /// The leaf as a term of a digest sum.
     var term: Hash32 { Hash32(words: (0, 0, high, low)) }
 

@@ -190,6 +190,65 @@ struct NamespaceSync {
 
     // MARK: - Tombstones (000 §4: the whole set travels, unscoped)
 
+    /// Applies a peer's tombstones (checked first, applied in one transaction).
+    /// - Returns: how many rows changed, and the tombstones this device holds
+    ///   differently afterwards (merged vectors): what the peer lacks of them.
+    func applyTombstones(_ records: [WireRecord]) throws -> (changed: Int, differing: [WireRecord]) {
+        switch kind {
+        case .causal:
+            var tombstones: [CausalRecord] = []
+            for record in records {
+                guard case .causal(let tombstone) = record, tombstone.isTombstone else {
+                    throw ReplicaError(.invalidRecord, "the tombstone set of \(declaration.name) holds a live row or a record of another kind")
+                }
+                try tombstone.validate()
+                tombstones.append(tombstone)
+            }
+            let result = try replica.causal(declaration.name).applyTombstones(tombstones)
+            return (result.changed, result.differing.map { .causal($0) })
+        default:
+            for record in records {
+                guard case .lww(let tombstone) = record, tombstone.isDeleted else {
+                    throw ReplicaError(.invalidRecord, "the tombstone set of \(declaration.name) holds a live row or a record of another kind")
+                }
+            }
+            let changed = try apply(records)
+            let received = Set(records.map { "\($0)" })
+            let mine = try self.records(keys: records.map(\.sortKey))
+            let differing = mine.filter { record in
+                guard case .lww(let held) = record, held.isDeleted else { return false }
+                return !received.contains("\(record)")
+            }
+            return (changed, differing)
+        }
+    }
+
+    /// This device's tombstones whose keys are not among `keys`.
+    func tombstones(notIn keys: Set<[UInt8]>) throws -> [WireRecord] {
+        switch kind {
+        case .causal:
+            let missing = try replica.causal(declaration.name).tombstoneKeys().map { Array($0.utf8) }.filter { !keys.contains($0) }
+            return try records(keys: missing)
+        case .lww:
+            return try tombstones().filter { !keys.contains($0.sortKey) }
+        default:
+            return []
+        }
+    }
+
+    /// Whether this device's tombstone set differs from the one `theirs` fingerprints.
+    /// Counts are compared first: a different count settles it without hashing the set.
+    func tombstonesDiffer(from theirs: Fingerprint) throws -> Bool {
+        let count: Int =
+            switch kind {
+            case .causal: try replica.causal(declaration.name).tombstoneCount()
+            case .lww: try replica.lww(declaration.name).tombstoneCount()
+            default: 0
+            }
+        if UInt64(count) != theirs.count { return true }
+        return try tombstoneFingerprint() != theirs
+    }
+
     var hasTombstoneSet: Bool { kind == .causal || kind == .lww }
 
     func tombstoneFingerprint() throws -> Fingerprint? {

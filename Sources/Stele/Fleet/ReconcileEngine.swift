@@ -40,15 +40,23 @@ enum ReconcileEngine {
     static func respond(to message: ReconcileMessage, source: NamespaceSync, progress: inout Progress) throws -> ReconcileMessage? {
         var reply = ReconcileMessage(session: message.session, namespace: message.namespace, kind: source.kind, generation: message.generation)
 
-        if let tombstones = message.tombstones { progress.changed += try source.apply(tombstones) }
+        var differing: [WireRecord] = []
+        // When the peer ships its whole set, what it lacks is this device's
+        // tombstones for other keys (read before its set lands) and the merges.
+        let unknownToPeer = message.restart ? try source.tombstones(notIn: Set((message.tombstones ?? []).map(\.sortKey))) : []
+        if let tombstones = message.tombstones {
+            let result = try source.applyTombstones(tombstones)
+            progress.changed += result.changed
+            differing = result.differing
+        }
         progress.changed += try source.apply(message.records)
         try source.prepare()
 
         if message.restart {
-            // The peer sent its whole set: send back only what it lacks, and start the ranges again.
+            // The peer sent its whole set: send back only what it lacks (tombstones it
+            // has not got, and merged vectors), and start the ranges again.
             progress.tombstonesExchanged = true
-            let theirs = message.tombstones ?? []
-            let delta = try source.tombstones().filter { !theirs.contains($0) }
+            let delta = differing + unknownToPeer
             if !delta.isEmpty { reply.tombstones = delta }
             reply.ranges = try source.split(from: [], below: nil, parts: openingParts)
             reply.records = try source.records(keys: message.wants)
@@ -57,7 +65,7 @@ enum ReconcileEngine {
 
         if let theirs = message.tombstoneFingerprint, !progress.tombstonesExchanged {
             progress.tombstonesExchanged = true
-            if try source.tombstoneFingerprint() != theirs {
+            if try source.tombstonesDiffer(from: theirs) {
                 reply.tombstones = try source.tombstones()
                 reply.tombstonesComplete = true
                 reply.restart = true

@@ -13,10 +13,12 @@ public struct AppendOnlyRecord: Sendable, Equatable {
         self.stamp = stamp
     }
 
+    /// How errors name the record (built only when an error is).
+    private var label: String { "appendOnly record \"\(key.prefix(64))\"" }
+
     func validate() throws {
-        let what = "appendOnly record \"\(key.prefix(64))\""
-        try Limits.validateKeyAndValue(key, value, what)
-        try stamp.validate(what)
+        try Limits.validateKeyAndValue(key, value, label)
+        try stamp.validate(label)
     }
 }
 

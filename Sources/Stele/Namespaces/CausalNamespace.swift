@@ -9,7 +9,7 @@ import SteleSQL
 public struct CausalNamespace: KeyValueNamespace {
     let replica: Replica
     public let declaration: NamespaceDeclaration
-    private let slots: StatementSlots
+    let slots: StatementSlots
 
     init(replica: Replica, declaration: NamespaceDeclaration) {
         self.replica = replica
@@ -18,17 +18,17 @@ public struct CausalNamespace: KeyValueNamespace {
     }
 
     public var name: String { declaration.name }
-    private var table: String { declaration.table }
+    var table: String { declaration.table }
 
     /// The namespace's cached statements, one slot each.
-    private enum Slot: Int, CaseIterable {
-        case get, insertLive, updateLive, lookup, storeTombstone, upsert, record
+    enum Slot: Int, CaseIterable {
+        case get, insertLive, updateLive, lookup, storeTombstone, upsert, record, tombstoneLookup
 
         static let count = allCases.count
     }
 
     /// Hot statements bind every parameter on each use (``StatementSlots``).
-    private func statement(_ slot: Slot, _ sql: @autoclosure () -> String) throws -> Statement {
+    func statement(_ slot: Slot, _ sql: @autoclosure () -> String) throws -> Statement {
         try slots.statement(slot.rawValue, sql())
     }
 
@@ -155,7 +155,7 @@ public struct CausalNamespace: KeyValueNamespace {
     /// inserting the small one, which lets SQLite merge the emptied pages: an
     /// in-place UPDATE would leave each page a quarter full, and a retained
     /// tombstone would cost ~170 bytes instead of ~40 (`local.tombstone_bytes`).
-    private func storeTombstone(_ key: String, _ vector: [UInt8]) throws {
+    func storeTombstone(_ key: String, _ vector: [UInt8]) throws {
         let statement = try statement(.storeTombstone, "INSERT OR REPLACE INTO \(table) (key, vv, tombstoned) VALUES (?1, ?2, 1)")
         try statement.bind(1, key)
         try statement.bind(2, vector)

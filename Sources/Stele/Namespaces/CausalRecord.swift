@@ -65,21 +65,23 @@ public struct CausalRecord: Sendable, Equatable {
     /// - Throws: ``ReplicaError`` `invalidRecord`: bad key or value size, an empty
     ///   vector, too many versions, a duplicated dot, or a version whose dot the
     ///   vector does not cover.
+    /// How errors name the record (built only when an error is).
+    private var label: String { "causal record \"\(key.prefix(64))\"" }
+
     func validate() throws {
-        let what = "causal record \"\(key.prefix(64))\""
-        try Limits.validateKeyAndValue(key, nil, what)
-        guard !vector.isEmpty else { throw ReplicaError(.invalidRecord, "\(what) has an empty version vector") }
+        try Limits.validateKeyAndValue(key, nil, label)
+        guard !vector.isEmpty else { throw ReplicaError(.invalidRecord, "\(label) has an empty version vector") }
         guard versions.count <= Self.maximumVersions else {
-            throw ReplicaError(.invalidRecord, "\(what) carries \(versions.count) versions, more than \(Self.maximumVersions)")
+            throw ReplicaError(.invalidRecord, "\(label) carries \(versions.count) versions, more than \(Self.maximumVersions)")
         }
         for (index, version) in versions.enumerated() {
-            try Limits.validateKeyAndValue(key, version.value, what)
-            try version.stamp.validate(what)
+            try Limits.validateKeyAndValue(key, version.value, label)
+            try version.stamp.validate(label)
             guard version.dot.counter > 0, vector.covers(version.dot) else {
-                throw ReplicaError(.invalidRecord, "\(what): version \(version.dot) is not covered by its vector \(vector)")
+                throw ReplicaError(.invalidRecord, "\(label): version \(version.dot) is not covered by its vector \(vector)")
             }
             if index > 0 && versions[index - 1].dot.device == version.dot.device {
-                throw ReplicaError(.invalidRecord, "\(what): two versions from one device \(version.dot.device); a later write covers an earlier one")
+                throw ReplicaError(.invalidRecord, "\(label): two versions from one device \(version.dot.device); a later write covers an earlier one")
             }
         }
     }

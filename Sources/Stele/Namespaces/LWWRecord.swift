@@ -14,10 +14,12 @@ public struct LWWRecord: Sendable, Equatable {
 
     public var isDeleted: Bool { value == nil }
 
+    /// How errors name the record (built only when an error is).
+    private var label: String { "lww record \"\(key.prefix(64))\"" }
+
     func validate() throws {
-        let what = "lww record \"\(key.prefix(64))\""
-        try Limits.validateKeyAndValue(key, value, what)
-        try stamp.validate(what)
+        try Limits.validateKeyAndValue(key, value, label)
+        try stamp.validate(label)
     }
 }
 

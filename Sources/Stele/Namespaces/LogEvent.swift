@@ -30,14 +30,16 @@ public struct LogEvent: Sendable, Equatable {
         return []
     }
 
+    /// How errors name the record (built only when an error is).
+    private var label: String { "log event \(id)" }
+
     func validate() throws {
-        let what = "log event \(id)"
         do {
             try Limits.checkKey(group, "group")
             try Limits.checkValue(body)
         } catch let error as ReplicaError {
-            throw ReplicaError(.invalidRecord, "\(what): \(error.message)")
+            throw ReplicaError(.invalidRecord, "\(label): \(error.message)")
         }
-        try stamp.validate(what)
+        try stamp.validate(label)
     }
 }

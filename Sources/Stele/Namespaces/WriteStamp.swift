@@ -15,9 +15,9 @@ public struct WriteStamp: Hashable, Comparable, Sendable, CustomStringConvertibl
 
     public var description: String { "\(timestamp)@\(writer)" }
 
-    func validate(_ what: String) throws {
+    func validate(_ what: @autoclosure () -> String) throws {
         guard timestamp.rawValue <= UInt64(Int64.max) else {
-            throw ReplicaError(.invalidRecord, "\(what): timestamp \(timestamp.rawValue) is out of range")
+            throw ReplicaError(.invalidRecord, "\(what()): timestamp \(timestamp.rawValue) is out of range")
         }
     }
 }
@@ -53,12 +53,12 @@ public struct MergeOutcome: Sendable, Equatable {
 }
 
 extension Limits {
-    static func validateKeyAndValue(_ key: String, _ value: [UInt8]?, _ what: String) throws {
+    static func validateKeyAndValue(_ key: String, _ value: [UInt8]?, _ what: @autoclosure () -> String) throws {
         do {
             try checkKey(key)
             if let value { try checkValue(value) }
         } catch let error as ReplicaError {
-            throw ReplicaError(.invalidRecord, "\(what): \(error.message)")
+            throw ReplicaError(.invalidRecord, "\(what()): \(error.message)")
         }
     }
 }

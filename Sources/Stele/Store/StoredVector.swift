@@ -14,6 +14,40 @@ struct StoredVector {
         self.entries = entries.sorted { $0.index < $1.index }
     }
 
+    /// Parses a stored vector in place (the column's bytes, not copied).
+    /// - Throws: ``ReplicaError`` `corrupt` as ``init(bytes:)``.
+    init(raw: UnsafeRawBufferPointer) throws {
+        var offset = 0
+        func varint() throws -> UInt64 {
+            var result: UInt64 = 0
+            var shift: UInt64 = 0
+            while offset < raw.count, shift < 64 {
+                let byte = raw[offset]
+                offset += 1
+                result |= UInt64(byte & 0x7F) << shift
+                if byte & 0x80 == 0 { return result }
+                shift += 7
+            }
+            throw Self.damaged
+        }
+        let count = try varint()
+        guard count <= UInt64(VersionVector.maximumEntries) else { throw Self.damaged }
+        entries.reserveCapacity(Int(count))
+        for _ in 0..<count {
+            let index = try varint()
+            let counter = try varint()
+            guard index <= UInt64(Int64.max), counter > 0, counter <= VersionVector.maximumCounter,
+                entries.last.map({ $0.index < Int64(index) }) ?? true
+            else { throw Self.damaged }
+            entries.append((Int64(index), counter))
+        }
+        guard offset == raw.count else { throw Self.damaged }
+    }
+
+    private static var damaged: ReplicaError {
+        ReplicaError(.corrupt, "a stored version vector is damaged; sync must stop until the store is repaired")
+    }
+
     /// - Throws: ``ReplicaError`` `corrupt` when the bytes are not a stored vector:
     ///   damaged bookkeeping stops the caller rather than being guessed at (G5).
     init(bytes: [UInt8]) throws {
@@ -49,6 +83,22 @@ struct StoredVector {
         } else {
             entries.append((index, counter))
         }
+    }
+
+    /// The pointwise maximum of two stored vectors.
+    func merged(with other: StoredVector) -> StoredVector {
+        var result = self
+        for entry in other.entries { result.raise(entry.index, to: entry.counter) }
+        return result
+    }
+
+    /// The counter of the device at `index` (zero when absent).
+    subscript(index: Int64) -> UInt64 {
+        entries.first { $0.index == index }?.counter ?? 0
+    }
+
+    static func == (lhs: StoredVector, rhs: StoredVector) -> Bool {
+        lhs.entries.count == rhs.entries.count && zip(lhs.entries, rhs.entries).allSatisfy { $0.index == $1.index && $0.counter == $1.counter }
     }
 
     var bytes: [UInt8] {

@@ -169,7 +169,11 @@ extension ByteReader {
         guard shared + rest <= maximumBytes else {
             throw CodecError(.countTooLarge, "\(what()) is \(shared + rest) bytes, above \(maximumBytes)")
         }
-        return Array(previous[..<shared]) + Array(try readBytes(rest, what()))
+        var key: [UInt8] = []
+        key.reserveCapacity(shared + rest)
+        key.append(contentsOf: previous[..<shared])
+        key.append(contentsOf: try readBytes(rest, what()))
+        return key
     }
 
     /// A count that also cannot exceed the bytes left (each item takes at least one),

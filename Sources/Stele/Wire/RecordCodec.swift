@@ -34,9 +34,11 @@ struct RecordWriter {
     mutating func append(_ records: [WireRecord], into writer: inout ByteWriter) {
         lastKey = []
         writer.appendVarint(UInt64(records.count))
-        for record in records.sorted(by: { $0.sortKey.lexicographicallyPrecedes($1.sortKey) }) {
-            append(record, into: &writer)
-        }
+        // Each key computed once; lists read from a table arrive sorted already.
+        let keys = records.map(\.sortKey)
+        let sorted = zip(keys, keys.dropFirst()).allSatisfy { $0.lexicographicallyPrecedes($1) }
+        let order = sorted ? Array(records.indices) : records.indices.sorted { keys[$0].lexicographicallyPrecedes(keys[$1]) }
+        for index in order { append(records[index], into: &writer) }
     }
 
     private mutating func append(_ record: WireRecord, into writer: inout ByteWriter) {

@@ -1,0 +1,162 @@
+import Foundation
+import Stele
+import SteleSQL
+
+/// `sync.reconcile_small_diff.*` and `sync.delete_batch*` (issue: fleet sync).
+///
+/// Two nodes exchange frames directly, each reply handed to the other at once,
+/// so the figures count what the protocol sends and how many turns it takes,
+/// with no network model in between.
+enum SyncBenchmarks {
+    /// Frames and bytes of one exchange, and whether it ended converged.
+    struct Exchange {
+        var frames = 0
+        var bytes = 0
+        var seconds = 0.0
+    }
+
+    /// Replica `a` advertises to `b`; frames go back and forth until neither has
+    /// anything to send (timers are not fired: an exchange needs none).
+    static func exchange(from a: Replica, to b: Replica, seed: UInt64) throws -> Exchange {
+        let roster: Set<DeviceID> = [a.device, b.device]
+        var nodes = [
+            a.device: FleetNode(replica: a, roster: roster, random: SplitMixBench(seed: seed)),
+            b.device: FleetNode(replica: b, roster: roster, random: SplitMixBench(seed: seed &+ 1)),
+        ]
+        var exchange = Exchange()
+        let watch = Stopwatch()
+        var inFlight: [(from: DeviceID, to: DeviceID, bytes: [UInt8])] = [(a.device, b.device, FrameCodec.encode(.advertisement(try nodes[a.device]!.advertisement())))]
+        while !inFlight.isEmpty {
+            let (from, to, bytes) = inFlight.removeFirst()
+            exchange.frames += 1
+            exchange.bytes += bytes.count
+            guard var node = nodes[to] else { continue }
+            for output in node.handle(.frame(from: from, bytes: bytes)) {
+                if case .send(let target, let reply) = output, target == from, isReconcile(reply) {
+                    inFlight.append((to, from, reply))
+                }
+            }
+            nodes[to] = node
+        }
+        exchange.seconds = watch.elapsedSeconds
+        return exchange
+    }
+
+    private static func isReconcile(_ bytes: [UInt8]) -> Bool { bytes.count > 1 && bytes[1] == 2 }
+
+    /// Two replicas holding the same `count` rows of 100-byte values.
+    static func twins(_ directory: String, _ name: String, count: Int) throws -> (Replica, Replica, [String]) {
+        let account = AccountID.generate()
+        let a = try Replica.create(at: "\(directory)/\(name)-a.stele", account: account, device: try DeviceIdentity.generate().deviceID)
+        let b = try Replica.create(at: "\(directory)/\(name)-b.stele", account: account, device: try DeviceIdentity.generate().deviceID)
+        let keys = LocalWriteBenchmarks.keys(count)
+        let notes = try a.causal("notes")
+        for start in stride(from: 0, to: count, by: 1_000) {
+            try a.write { for index in start..<min(start + 1_000, count) { try notes.put(keys[index], LocalWriteBenchmarks.value(index)) } }
+        }
+        let copy = try b.causal("notes")
+        let records = try notes.records()
+        for start in stride(from: 0, to: records.count, by: 1_000) {
+            try b.write { for record in records[start..<min(start + 1_000, records.count)] { try copy.apply(record) } }
+        }
+        return (a, b, keys)
+    }
+
+    static func smallDiff(scale: BenchmarkSuite.Scale, directory: String) throws -> [BenchmarkFigure] {
+        let count = 100_000 / scale.divisor
+        let (a, b, keys) = try twins(directory, "small-diff", count: count)
+        // 100 differing rows, 50 each side: 25 new keys and 25 edits on each.
+        var payload = 0
+        for (replica, tag) in [(a, "a"), (b, "b")] {
+            let notes = try replica.causal("notes")
+            for index in 0..<25 {
+                let key = "new-\(tag)-\(index)"
+                let value = LocalWriteBenchmarks.value(1_000_000 + index)
+                try notes.put(key, value)
+                payload += key.utf8.count + value.count
+                let edited = keys[(index * 3_989 + (tag == "a" ? 0 : 17)) % count]
+                try notes.put(edited, value)
+                payload += edited.utf8.count + value.count
+            }
+        }
+        let baseline = try a.causal("notes").entries().reduce(0) { $0 + $1.key.utf8.count + 16 }
+        let exchange = try exchange(from: a, to: b, seed: 11)
+        guard try a.digest(of: "notes") == b.digest(of: "notes") else {
+            throw BenchmarkError("the small-diff reconcile did not converge")
+        }
+        let limit = Double(64 * 1_024 + 2 * payload)
+        return [
+            BenchmarkFigure(
+                name: "sync.reconcile_small_diff.bytes", value: Double(exchange.bytes), unit: "bytes", baseline: Double(baseline),
+                target: .valueAtMost(limit)),
+            BenchmarkFigure(
+                name: "sync.reconcile_small_diff.round_trips", value: Double((exchange.frames + 1) / 2), unit: "round trips",
+                target: .valueAtMost(6)),
+        ]
+    }
+
+    static func deleteBatch(scale: BenchmarkSuite.Scale, directory: String) throws -> [BenchmarkFigure] {
+        let count = 100_000 / scale.divisor
+        let (a, b, keys) = try twins(directory, "delete-batch", count: count)
+        let doomed = LocalWriteBenchmarks.deleted(keys)
+        let notesA = try a.causal("notes")
+        try a.write { for key in doomed { try notesA.delete(key) } }
+        // B edits 1,000 rows, half of them among A's deletes (those edits survive: add-wins).
+        let notesB = try b.causal("notes")
+        let edits = count / 100
+        try b.write {
+            for index in 0..<edits {
+                let key = index % 2 == 0 ? doomed[(index * 7) % doomed.count] : keys[(index * 10) % count]
+                try notesB.put(key, LocalWriteBenchmarks.value(2_000_000 + index))
+            }
+        }
+        let exchange = try exchange(from: a, to: b, seed: 12)
+        guard try a.digest(of: "notes") == b.digest(of: "notes") else {
+            throw BenchmarkError("the delete-batch reconcile did not converge")
+        }
+
+        // Baseline: a raw DELETE of the same keys in one transaction.
+        let raw = try Connection(path: "\(directory)/delete-batch-raw.db")
+        try raw.executeScript("CREATE TABLE kv (key TEXT PRIMARY KEY, value BLOB) WITHOUT ROWID")
+        try raw.transaction {
+            let insert = try raw.cached("INSERT INTO kv (key, value) VALUES (?, ?)")
+            for (index, key) in keys.enumerated() {
+                insert.reset()
+                try insert.bind(1, key)
+                try insert.bind(2, LocalWriteBenchmarks.value(index))
+                try insert.step()
+            }
+        }
+        let rawSeconds = try Stopwatch.time {
+            try raw.transaction {
+                let delete = try raw.cached("DELETE FROM kv WHERE key = ?")
+                for key in doomed {
+                    delete.reset()
+                    try delete.bind(1, key)
+                    try delete.step()
+                }
+            }
+        }
+        return [
+            BenchmarkFigure(name: "sync.delete_batch", value: exchange.seconds, unit: "seconds", baseline: rawSeconds, target: .ratioAtMost(3.0)),
+            BenchmarkFigure(
+                name: "sync.delete_batch.wire_bytes_per_deleted_key", value: Double(exchange.bytes) / Double(doomed.count), unit: "bytes",
+                target: .valueAtMost(11)),
+        ]
+    }
+}
+
+/// The seeded generator the benchmark's nodes draw session ids from.
+struct SplitMixBench: RandomNumberGenerator {
+    private var state: UInt64
+
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
