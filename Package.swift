@@ -31,6 +31,8 @@ let package = Package(
         .target(name: "SteleSimulator", dependencies: ["Stele"]),
         .target(name: "SteleBench", dependencies: ["Stele", "SteleSQL", "SteleSimulator"]),
         .executableTarget(name: "stele", dependencies: ["Stele", "SteleBench"]),
+        // libFuzzer target for the frame decoder: swift build -c release --sanitize=fuzzer --product stele-fuzz-frames
+        .executableTarget(name: "stele-fuzz-frames", dependencies: ["Stele"]),
         .target(name: "TestSupport", dependencies: ["Stele", "SteleSQL", "SteleSimulator"]),
         .testTarget(name: "SteleSQLTests", dependencies: ["SteleSQL", "TestSupport"]),
         .testTarget(name: "SteleTests", dependencies: ["Stele", "TestSupport"]),
