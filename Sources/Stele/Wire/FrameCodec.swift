@@ -20,8 +20,8 @@ public enum FrameCodec {
     /// Bodies at least this long are deflated if that saves a tenth or more.
     static let compressionThreshold = 512
 
-    /// Encodes a frame, deflating its body when that pays.
-    public static func encode(_ frame: Frame) -> [UInt8] {
+    /// Encodes a frame, deflating its body when that pays (and `compress` allows).
+    public static func encode(_ frame: Frame, compress: Bool = true) -> [UInt8] {
         var body = ByteWriter()
         let type: FrameType
         switch frame {
@@ -35,7 +35,7 @@ public enum FrameCodec {
         var output = ByteWriter(capacity: body.bytes.count + 8)
         output.append(formatVersion)
         output.append(type.rawValue)
-        if body.bytes.count >= compressionThreshold, let deflated = Compression.deflate(body.bytes),
+        if compress, body.bytes.count >= compressionThreshold, let deflated = Compression.deflate(body.bytes),
             deflated.count + 8 < body.bytes.count - body.bytes.count / 10
         {
             output.append(1)
