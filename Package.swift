@@ -30,7 +30,7 @@ let package = Package(
         .target(name: "Stele", dependencies: ["SteleSQL", "CCrypto", "CZlib"]),
         .target(name: "SteleSimulator", dependencies: ["Stele"]),
         .target(name: "SteleBench", dependencies: ["Stele", "SteleSQL", "SteleSimulator"]),
-        .executableTarget(name: "stele", dependencies: ["Stele", "SteleBench"]),
+        .executableTarget(name: "stele", dependencies: ["Stele", "SteleSimulator", "SteleBench"]),
         // libFuzzer target for the frame decoder: swift build -c release --sanitize=fuzzer --product stele-fuzz-frames
         .executableTarget(name: "stele-fuzz-frames", dependencies: ["Stele"]),
         .target(name: "TestSupport", dependencies: ["Stele", "SteleSQL", "SteleSimulator"]),

@@ -1,5 +1,6 @@
 import Foundation
 import Stele
+import SteleSimulator
 
 /// `stele demo`: a short narrated story on two devices' stores in a temporary
 /// directory, showing the foundation's rules. State moves between the devices by
@@ -27,7 +28,8 @@ enum DemoCommand {
     }
 }
 
-/// The story itself.
+/// The story itself: two devices syncing through fleet sync over an in-memory
+/// network on a virtual clock (the same code a real device runs).
 struct DemoStory {
     let directory: String
 
@@ -38,18 +40,19 @@ struct DemoStory {
         say("    \(label): " + (rows.isEmpty ? "(nothing)" : rows.joined(separator: "  ")))
     }
 
-    /// Ships every record of one device's `notes` and `memory` to another.
-    /// - Returns: the conflicts the receiving device reported.
-    @discardableResult
-    private func sync(_ from: Replica, _ to: Replica) throws -> [String] {
-        var conflicts: [String] = []
-        for record in try from.causal("notes").records() {
-            if let conflict = try to.causal("notes").apply(record).conflict {
-                conflicts.append("conflict on \(record.key): \(conflict.resolution)")
-            }
+    /// Lets the devices talk until they agree; reports what the sessions did.
+    private func sync(_ driver: FleetDriver, _ phone: Replica, _ laptop: Replica) {
+        let before = driver.events.count
+        let traffic = driver.traffic
+        for device in [phone.device, laptop.device] { driver.localChange(on: device) }
+        driver.runUntilConverged()
+        let finished = driver.events.dropFirst(before).filter { $0.event.kind == .sessionFinished }
+        let conflicts = finished.compactMap { entry -> String? in
+            guard !entry.event.message.hasSuffix(" 0 conflicts") else { return nil }
+            return "\(entry.device == phone.device ? "phone" : "laptop"): \(entry.event.namespace ?? "") \(entry.event.message)"
         }
-        for event in try from.log("memory").events() { try to.log("memory").apply(event) }
-        return conflicts
+        say("    (synced in \(driver.traffic.frames - traffic.frames) frames, \(driver.traffic.bytes - traffic.bytes) bytes)")
+        for line in conflicts { say("    \(line)") }
     }
 
     func tell() throws {
@@ -58,42 +61,51 @@ struct DemoStory {
         let laptop = try Replica.create(at: "\(directory)/laptop.stele", account: account, device: try DeviceIdentity.generate().deviceID)
         let phoneNotes = try phone.causal("notes")
         let laptopNotes = try laptop.causal("notes")
+        _ = try phone.log("memory")
+        _ = try laptop.log("memory")
+        let driver = FleetDriver(replicas: [phone, laptop], seed: 2_026)
+        driver.start()
 
-        say("Stele demo: two devices of one account, each with its own store.\n")
+        say("Stele demo: a phone and a laptop of one account, each with its own store, syncing by digest.\n")
         say("1. The phone writes two notes; they reach the laptop.")
         try phoneNotes.put("groceries", Array("milk".utf8))
         try phoneNotes.put("old-plan", Array("move in May".utf8))
-        try sync(phone, laptop)
+        sync(driver, phone, laptop)
         try show("laptop", laptopNotes)
 
-        say("\n2. The phone deletes old-plan. The laptop, which has not heard, ships its copy back.")
+        say("\n2. The laptop goes offline for a week. Meanwhile the phone deletes old-plan.")
+        driver.offline = [laptop.device]
         try phoneNotes.delete("old-plan")
-        try sync(laptop, phone)
+        driver.localChange(on: phone.device)
+        driver.advance(byMilliseconds: 7 * 24 * 3_600_000)
+        say("    The laptop comes back holding its old copy; sync compares digests and ships the tombstone:")
+        driver.offline = []
+        sync(driver, phone, laptop)
         try show("phone ", phoneNotes)
-        say("    The phone's tombstone has seen that copy, so it stays deleted. When the laptop hears:")
-        try sync(phone, laptop)
         try show("laptop", laptopNotes)
 
-        say("\n3. Offline, the laptop deletes groceries while the phone edits it. Neither saw the other.")
+        say("\n3. Both offline: the laptop deletes groceries while the phone edits it. Neither saw the other.")
+        driver.offline = [phone.device, laptop.device]
         try laptopNotes.delete("groceries")
         try phoneNotes.put("groceries", Array("milk, eggs".utf8))
-        let atLaptop = try sync(phone, laptop)
-        try sync(laptop, phone)
+        driver.offline = []
+        sync(driver, phone, laptop)
         try show("phone ", phoneNotes)
         try show("laptop", laptopNotes)
-        say("    Add-wins: a delete that never saw the edit does not destroy it, and the app is told:")
-        for conflict in atLaptop { say("    laptop: \(conflict)") }
+        say("    Add-wins: a delete that never saw the edit does not destroy it, and the merge reports the conflict.")
 
-        say("\n4. A conversation in the memory log is deleted on the phone; the laptop re-ships its events.")
+        say("\n4. A conversation in the memory log is deleted on the phone while the laptop still holds it.")
         let memory = try phone.log("memory")
         try memory.append(group: "chat-1", body: Array("hello".utf8))
         try memory.append(group: "chat-1", body: Array("how are you".utf8))
-        try sync(phone, laptop)
+        sync(driver, phone, laptop)
+        driver.offline = [laptop.device]
         try memory.bury("chat-1")
-        try sync(laptop, phone)
-        say("    phone shows \(try memory.live(group: "chat-1").count) events of chat-1, and stores \(try memory.storedEventCount(group: "chat-1")) of them.")
-        try sync(phone, laptop)
-        say("    laptop shows \(try laptop.log("memory").live(group: "chat-1").count), stores \(try laptop.log("memory").storedEventCount(group: "chat-1")): deleted, and erased from disk.")
+        driver.offline = []
+        sync(driver, phone, laptop)
+        let laptopLog = try laptop.log("memory")
+        say("    phone shows \(try memory.live(group: "chat-1").count) events of chat-1 and stores \(try memory.storedEventCount(group: "chat-1")).")
+        say("    laptop shows \(try laptopLog.live(group: "chat-1").count), stores \(try laptopLog.storedEventCount(group: "chat-1")): deleted, and erased from disk.")
 
         say("\n5. What each store holds now (stele inspect):")
         for (name, replica) in [("phone", phone), ("laptop", laptop)] {
@@ -101,6 +113,8 @@ struct DemoStory {
             let parts = report.namespaces.map { "\($0.name) (\($0.kind)): \($0.live) live, \($0.tombstones) tombstones" }
             say("    \(name): generation \(report.generation); " + parts.joined(separator: "; "))
         }
+        let agree = try ["notes", "memory"].allSatisfy { try phone.digest(of: $0) == laptop.digest(of: $0) }
+        say("    digests \(agree ? "equal" : "DIFFERENT"): \(agree ? "the devices agree" : "the devices disagree")")
         say("\nTombstones are kept until every device provably has them; collecting them safely is the barrier's job.")
     }
 }

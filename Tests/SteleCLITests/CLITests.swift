@@ -143,8 +143,10 @@ import TestSupport
     @Test func demoTellsItsStoryAndCleansUp() throws {
         let run = try Self.stele("demo")
         #expect(run.status == 0, "\(run.error)")
-        #expect(run.output.contains("conflict on groceries: deleteLostToEdit"))
+        #expect(run.output.contains("groceries=\"milk, eggs\""))
+        #expect(run.output.contains("1 conflicts"))
         #expect(run.output.contains("laptop shows 0, stores 0"))
+        #expect(run.output.contains("digests equal"))
     }
 
     @Test func demoCanKeepItsStoresForInspection() throws {

@@ -204,7 +204,7 @@ public struct FleetNode {
             } else {
                 sessions[key] = nil
                 outputs.append(
-                    .log(FleetEvent(kind: .sessionFinished, peer: peer, namespace: message.namespace, message: "\(session.progress.changed) rows changed here")))
+                    .log(FleetEvent(kind: .sessionFinished, peer: peer, namespace: message.namespace, message: "\(session.progress.changed) rows changed here, \(session.progress.conflicts) conflicts")))
             }
             return outputs
         } catch {

@@ -162,7 +162,12 @@ struct NamespaceSync {
     /// - Returns: how many records changed something.
     @discardableResult
     func apply(_ records: [WireRecord]) throws -> Int {
-        guard !records.isEmpty else { return 0 }
+        try applyCounting(records).changed
+    }
+
+    /// ``apply(_:)``, also counting the merges that chose between concurrent writes.
+    func applyCounting(_ records: [WireRecord]) throws -> (changed: Int, conflicts: Int) {
+        guard !records.isEmpty else { return (0, 0) }
         for record in records {
             switch (kind, record) {
             case (.causal, .causal(let record)): try record.validate()
@@ -174,6 +179,7 @@ struct NamespaceSync {
         }
         return try replica.write {
             var changed = 0
+            var conflicts = 0
             for record in records {
                 let outcome: MergeOutcome
                 switch record {
@@ -183,17 +189,19 @@ struct NamespaceSync {
                 case .appendOnly(let record): outcome = try replica.appendOnly(declaration.name).apply(record)
                 }
                 if outcome.effect != .unchanged { changed += 1 }
+                if outcome.conflict != nil { conflicts += 1 }
             }
-            return changed
+            return (changed, conflicts)
         }
     }
 
     // MARK: - Tombstones (000 §4: the whole set travels, unscoped)
 
     /// Applies a peer's tombstones (checked first, applied in one transaction).
-    /// - Returns: how many rows changed, and the tombstones this device holds
-    ///   differently afterwards (merged vectors): what the peer lacks of them.
-    func applyTombstones(_ records: [WireRecord]) throws -> (changed: Int, differing: [WireRecord]) {
+    /// - Returns: how many rows changed, how many merges chose between concurrent
+    ///   writes, and the tombstones this device holds differently afterwards
+    ///   (merged vectors): what the peer lacks of them.
+    func applyTombstones(_ records: [WireRecord]) throws -> (changed: Int, conflicts: Int, differing: [WireRecord]) {
         switch kind {
         case .causal:
             var tombstones: [CausalRecord] = []
@@ -205,21 +213,21 @@ struct NamespaceSync {
                 tombstones.append(tombstone)
             }
             let result = try replica.causal(declaration.name).applyTombstones(tombstones)
-            return (result.changed, result.differing.map { .causal($0) })
+            return (result.changed, result.conflicts, result.differing.map { .causal($0) })
         default:
             for record in records {
                 guard case .lww(let tombstone) = record, tombstone.isDeleted else {
                     throw ReplicaError(.invalidRecord, "the tombstone set of \(declaration.name) holds a live row or a record of another kind")
                 }
             }
-            let changed = try apply(records)
+            let (changed, conflicts) = try applyCounting(records)
             let received = Set(records.map { "\($0)" })
             let mine = try self.records(keys: records.map(\.sortKey))
             let differing = mine.filter { record in
                 guard case .lww(let held) = record, held.isDeleted else { return false }
                 return !received.contains("\(record)")
             }
-            return (changed, differing)
+            return (changed, conflicts, differing)
         }
     }
 

@@ -18,6 +18,8 @@ enum ReconcileEngine {
         var tombstonesExchanged = false
         /// Rows this device applied in the session that changed something.
         var changed = 0
+        /// Merges here that chose between concurrent writes (each also a change event).
+        var conflicts = 0
     }
 
     /// The starting message: the tombstone fingerprint and the whole key space cut into ranges.
@@ -47,9 +49,12 @@ enum ReconcileEngine {
         if let tombstones = message.tombstones {
             let result = try source.applyTombstones(tombstones)
             progress.changed += result.changed
+            progress.conflicts += result.conflicts
             differing = result.differing
         }
-        progress.changed += try source.apply(message.records)
+        let applied = try source.applyCounting(message.records)
+        progress.changed += applied.changed
+        progress.conflicts += applied.conflicts
         try source.prepare()
 
         if message.restart {

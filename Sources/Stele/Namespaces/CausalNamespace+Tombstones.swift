@@ -6,12 +6,14 @@ extension CausalNamespace {
     /// would, but reading each local row's bookkeeping only and comparing vectors
     /// in the replica's own device indexes. Rows the fast path cannot decide (a
     /// live row the tombstone did not see, concurrent versions) take ``apply(_:)``.
-    /// - Returns: how many rows changed, and the tombstones this device now holds
+    /// - Returns: how many rows changed, how many merges chose between concurrent
+    ///   writes (a delete lost to an edit), and the tombstones this device now holds
     ///   differently from the ones received (merged vectors): what the peer lacks.
     /// - Precondition: every record is a tombstone; the caller validated them.
-    func applyTombstones(_ tombstones: [CausalRecord]) throws -> (changed: Int, differing: [CausalRecord]) {
+    func applyTombstones(_ tombstones: [CausalRecord]) throws -> (changed: Int, conflicts: Int, differing: [CausalRecord]) {
         var differing: [CausalRecord] = []
         var changed = 0
+        var conflicts = 0
         var indexes: [DeviceID: Int64] = [:]
         try replica.write {
             // What the set has seen of this device, once for the whole set.
@@ -56,7 +58,9 @@ extension CausalNamespace {
                     guard !hasSiblings, let writer, let dot, remote[writer] >= dot else {
                         // The tombstone did not see this row's write (or there are
                         // concurrent versions): the general merge decides and reports.
-                        if try apply(tombstone).effect != .unchanged { changed += 1 }
+                        let outcome = try apply(tombstone)
+                        if outcome.effect != .unchanged { changed += 1 }
+                        if outcome.conflict != nil { conflicts += 1 }
                         if let stored = try record(tombstone.key), stored != tombstone, stored.isTombstone { differing.append(stored) }
                         continue
                     }
@@ -73,7 +77,7 @@ extension CausalNamespace {
                 if !(merged == remote) { differing.append(.tombstone(key: tombstone.key, vector: try replica.loadVector(merged.bytes))) }
             }
         }
-        return (changed, differing)
+        return (changed, conflicts, differing)
     }
 
     /// The keys of every tombstone (cheaper than the records when only keys matter).
