@@ -1,152 +1,143 @@
-import SteleSimulator
 import Testing
 import TestSupport
+@testable import SteleSimulator
 @testable import Stele
 
-/// Fleet sync end to end: nodes, codec and reconcile over the in-memory network.
+/// Fleet sync end to end: nodes, codec and reconcile over the simulated network,
+/// checked by the oracle.
 @Suite struct FleetSyncTests {
-    /// `count` replicas of one account with the workload's namespaces declared.
-    static func fleet(_ count: Int, seed: UInt64) throws -> TestFleet {
-        let fleet = try TestFleet(count: count, seed: seed)
-        for replica in fleet.replicas { try RandomWorkload.declare(on: replica) }
-        return fleet
+    /// A simulation of `count` devices with the workload's namespaces, after
+    /// `steps` random writes made while every device was offline (maximally divergent).
+    static func divergent(_ count: Int, steps: Int, seed: UInt64) throws -> Simulation {
+        let simulation = try Simulation(seed: seed)
+        for namespace in Workload.namespaces { try simulation.declare(namespace.name, namespace.kind) }
+        for index in 0..<count { try simulation.addDevice("d\(index)") }
+        for device in simulation.devices { simulation.setOnline(device.name, false) }
+        var random = SplitMix(seed: seed)
+        var workload = Workload(keys: 25)
+        for _ in 0..<steps {
+            simulation.advance(byMilliseconds: random.value(in: 0...50))
+            simulation.perform(simulation.devices.randomElement(using: &random)!.name, workload.next(&random))
+        }
+        for device in simulation.devices { simulation.setOnline(device.name, true) }
+        return simulation
     }
 
-    static func expectConverged(_ fleet: TestFleet, seed: UInt64, sourceLocation: SourceLocation = #_sourceLocation) throws {
-        let reference = fleet[0]
-        for replica in fleet.replicas.dropFirst() {
-            for name in ["notes", "flags", "memory", "sealed"] {
-                #expect(try replica.digest(of: name) == reference.digest(of: name), "seed \(seed): \(name) roots differ", sourceLocation: sourceLocation)
-            }
-            #expect(try RandomWorkload.visible(replica) == RandomWorkload.visible(reference), "seed \(seed): visible state differs", sourceLocation: sourceLocation)
-            #expect(try RandomWorkload.snapshot(replica) == RandomWorkload.snapshot(reference), "seed \(seed): stored state differs", sourceLocation: sourceLocation)
+    static func expectConverged(_ simulation: Simulation, seed: UInt64, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let reference = try SimulationState.snapshot(simulation.devices[0].replica, simulation.namespaces)
+        for device in simulation.devices.dropFirst() {
+            let state = try SimulationState.snapshot(device.replica, simulation.namespaces)
+            #expect(state == reference, "seed \(seed): \(SimulationState.difference(reference, state))", sourceLocation: sourceLocation)
         }
+        #expect(simulation.checkOracle(), "seed \(seed): the oracle could not check", sourceLocation: sourceLocation)
+        #expect(simulation.oracle.resurrections == 0, "seed \(seed): \(simulation.oracle.findings)", sourceLocation: sourceLocation)
+        #expect(simulation.oracle.lostWrites == 0, "seed \(seed): \(simulation.oracle.findings)", sourceLocation: sourceLocation)
     }
 
     @Test(arguments: 0..<25)
     func twoReplicasConvergeFromDivergentStates(seed: UInt64) throws {
-        var generator = SeededGenerator(seed: seed)
-        let fleet = try Self.fleet(2, seed: seed)
-        for (index, replica) in fleet.replicas.enumerated() {
-            try RandomWorkload.run(replica, steps: Int.random(in: 0...120, using: &generator), clock: fleet.clocks[index], &generator)
-        }
-        let driver = FleetDriver(replicas: fleet.replicas, network: .init(delayMilliseconds: 1...80, duplicatePercent: 20), seed: seed)
-        driver.start()
-        #expect(driver.runUntilConverged(limitMilliseconds: 600_000), "seed \(seed): did not converge")
-        try Self.expectConverged(fleet, seed: seed)
+        let simulation = try Self.divergent(2, steps: Int(seed % 7) * 25, seed: seed)
+        simulation.network.delayMilliseconds = 1...80
+        simulation.network.duplicatePercent = 20
+        #expect(simulation.sync() == nil, "seed \(seed): did not converge")
+        try Self.expectConverged(simulation, seed: seed)
     }
 
     @Test(arguments: 0..<10)
     func fiveReplicasConvergeWithFramesReorderedAndDuplicated(seed: UInt64) throws {
-        var generator = SeededGenerator(seed: seed &+ 1_000)
-        let fleet = try Self.fleet(5, seed: seed)
-        for (index, replica) in fleet.replicas.enumerated() {
-            try RandomWorkload.run(replica, steps: Int.random(in: 10...80, using: &generator), clock: fleet.clocks[index], &generator)
-        }
-        let driver = FleetDriver(replicas: fleet.replicas, network: .init(delayMilliseconds: 1...200, duplicatePercent: 30), seed: seed)
-        driver.start()
-        #expect(driver.runUntilConverged(limitMilliseconds: 900_000), "seed \(seed): did not converge")
-        try Self.expectConverged(fleet, seed: seed)
-        #expect(driver.traffic.duplicated > 0)
+        let simulation = try Self.divergent(5, steps: 200, seed: seed &+ 1_000)
+        simulation.network.delayMilliseconds = 1...400
+        simulation.network.duplicatePercent = 30
+        #expect(simulation.sync() == nil, "seed \(seed): did not converge")
+        try Self.expectConverged(simulation, seed: seed)
+        #expect(simulation.statistics.faults["dup", default: 0] > 0)
     }
 
     @Test(arguments: 0..<6)
-    func replicasConvergeThroughLossAsLongAsFramesGetThroughEventually(seed: UInt64) throws {
-        var generator = SeededGenerator(seed: seed &+ 2_000)
-        let fleet = try Self.fleet(3, seed: seed)
-        for (index, replica) in fleet.replicas.enumerated() {
-            try RandomWorkload.run(replica, steps: 60, clock: fleet.clocks[index], &generator)
-        }
-        let driver = FleetDriver(
-            replicas: fleet.replicas, network: .init(delayMilliseconds: 1...100, lossPercent: 25, duplicatePercent: 10),
-            configuration: FleetConfiguration(advertiseIntervalMilliseconds: 2_000, sessionTimeoutMilliseconds: 1_000), seed: seed)
-        driver.start()
-        driver.advance(byMilliseconds: 60_000)
-        driver.network.lossPercent = 0
-        #expect(driver.runUntilConverged(limitMilliseconds: 600_000), "seed \(seed): did not converge")
-        try Self.expectConverged(fleet, seed: seed)
+    func replicasConvergeAfterALossyNetworkHeals(seed: UInt64) throws {
+        let simulation = try Self.divergent(3, steps: 150, seed: seed &+ 2_000)
+        simulation.network.lossPercent = 25
+        simulation.network.duplicatePercent = 10
+        simulation.advance(byMilliseconds: 120_000)
+        #expect(simulation.statistics.faults["loss", default: 0] > 0)
+        simulation.heal()
+        #expect(simulation.sync() == nil, "seed \(seed): did not converge")
+        try Self.expectConverged(simulation, seed: seed)
     }
 
     /// 000 §1: the phone deletes a conversation while the iPad sleeps; the iPad
     /// re-ships its rows on waking; nothing comes back to any screen, and the rows
     /// are gone from disk (erasure).
     @Test func aConversationDeletedWhileTheIPadSleptStaysDeletedAndErased() throws {
-        let fleet = try Self.fleet(2, seed: 1)
-        let (phone, iPad) = (fleet[0], fleet[1])
-        for body in ["one", "two", "three", "four"] { try phone.log("memory").append(group: "C", body: body.bytes) }
-        let driver = FleetDriver(replicas: fleet.replicas, seed: 1)
-        driver.start()
-        #expect(driver.runUntilConverged())
+        let simulation = try Simulation(seed: 1)
+        try simulation.declare("memory", .log)
+        try simulation.addDevice("phone")
+        try simulation.addDevice("ipad")
+        for body in ["one", "two", "three", "four"] { simulation.perform("phone", .append(namespace: "memory", group: "C", value: body)) }
+        #expect(simulation.sync() == nil)
+        let iPad = try #require(simulation.device("ipad")).replica
         #expect(try iPad.log("memory").live(group: "C").count == 4)
-
-        driver.offline = [iPad.device]
-        try phone.log("memory").bury("C")
-        driver.localChange(on: phone.device)
-        driver.advance(byMilliseconds: 120_000)
-        driver.offline = []
-        #expect(driver.runUntilConverged())
-        for replica in [phone, iPad] {
-            #expect(try replica.log("memory").live(group: "C").isEmpty)
-            #expect(try replica.log("memory").storedEventCount(group: "C") == 0)
+        simulation.setOnline("ipad", false)
+        simulation.perform("phone", .bury(namespace: "memory", group: "C"))
+        simulation.advance(byMilliseconds: 120_000)
+        simulation.setOnline("ipad", true)
+        #expect(simulation.sync() == nil)
+        for device in simulation.devices {
+            #expect(try device.replica.log("memory").live(group: "C").isEmpty)
+            #expect(try device.replica.log("memory").storedEventCount(group: "C") == 0)
         }
-        try Self.expectConverged(fleet, seed: 1)
+        try Self.expectConverged(simulation, seed: 1)
     }
 
     @Test func keysDeletedOnBothSidesEndWithTheSameTombstone() throws {
-        let fleet = try Self.fleet(2, seed: 2)
-        let (a, b) = (fleet[0], fleet[1])
-        try a.causal("notes").put("k", [1])
-        let driver = FleetDriver(replicas: fleet.replicas, seed: 2)
-        driver.start()
-        #expect(driver.runUntilConverged())
-        driver.offline = [a.device, b.device]
-        try a.causal("notes").delete("k")
-        try b.causal("notes").delete("k")
+        let simulation = try Simulation(seed: 2)
+        try simulation.declare("notes", .causal)
+        try simulation.addDevice("a")
+        try simulation.addDevice("b")
+        simulation.perform("a", .put(namespace: "notes", key: "k", value: "1"))
+        #expect(simulation.sync() == nil)
+        simulation.partition([["a"], ["b"]])
+        simulation.perform("a", .delete(namespace: "notes", key: "k"))
+        simulation.perform("b", .delete(namespace: "notes", key: "k"))
+        let (a, b) = (try #require(simulation.device("a")).replica, try #require(simulation.device("b")).replica)
         #expect(try a.causal("notes").record("k") != b.causal("notes").record("k"))
-        driver.offline = []
-        // Roots are already equal (no live leaves); the periodic advertisement sees
-        // equal roots, so tombstones travel on the next reconcile of a difference.
-        try a.causal("notes").put("other", [2])
-        driver.localChange(on: a.device)
-        #expect(driver.runUntilConverged())
+        simulation.heal()
+        // Roots are equal (tombstones are not leaves): tombstone sets travel with the
+        // next reconcile, which any live difference starts.
+        simulation.perform("a", .put(namespace: "notes", key: "other", value: "2"))
+        #expect(simulation.sync() == nil)
         #expect(try a.causal("notes").record("k") == b.causal("notes").record("k"))
         #expect(try a.causal("notes").record("k")?.isTombstone == true)
     }
 
     @Test func aConcurrentDeleteLosesToAnEditOnBothDevices() throws {
-        let fleet = try Self.fleet(2, seed: 3)
-        let (a, b) = (fleet[0], fleet[1])
-        try a.causal("notes").put("note", "v1".bytes)
-        let driver = FleetDriver(replicas: fleet.replicas, seed: 3)
-        driver.start()
-        #expect(driver.runUntilConverged())
-        driver.offline = [a.device, b.device]
-        try a.causal("notes").put("note", "v2".bytes)
-        try b.causal("notes").delete("note")
-        driver.offline = []
-        driver.localChange(on: a.device)
-        driver.localChange(on: b.device)
-        #expect(driver.runUntilConverged())
-        #expect(try a.causal("notes").get("note") == "v2".bytes)
-        #expect(try b.causal("notes").get("note") == "v2".bytes)
+        let simulation = try Simulation(seed: 3)
+        try simulation.declare("notes", .causal)
+        try simulation.addDevice("a")
+        try simulation.addDevice("b")
+        simulation.perform("a", .put(namespace: "notes", key: "note", value: "v1"))
+        #expect(simulation.sync() == nil)
+        simulation.partition([["a"], ["b"]])
+        simulation.perform("a", .put(namespace: "notes", key: "note", value: "v2"))
+        simulation.perform("b", .delete(namespace: "notes", key: "note"))
+        simulation.heal()
+        #expect(simulation.sync() == nil)
+        for device in simulation.devices { #expect(try device.replica.causal("notes").get("note") == Array("v2".utf8)) }
+        #expect(simulation.devices.contains { !$0.conflicts.isEmpty })
+        try Self.expectConverged(simulation, seed: 3)
     }
 
     @Test func aGenerationGapStopsContentReconcileBothWays() throws {
-        let fleet = try Self.fleet(2, seed: 4)
-        let (a, b) = (fleet[0], fleet[1])
-        try a.causal("notes").put("from-a", [1])
-        try b.causal("notes").put("from-b", [2])
+        let simulation = try Simulation(seed: 4)
+        try simulation.declare("notes", .causal)
+        let a = try simulation.addDevice("a").replica
+        let b = try simulation.addDevice("b").replica
+        simulation.perform("a", .put(namespace: "notes", key: "from-a", value: "1"))
+        simulation.perform("b", .put(namespace: "notes", key: "from-b", value: "2"))
         try b.setGeneration(1)
-        let driver = FleetDriver(replicas: fleet.replicas, seed: 4)
-        driver.start()
-        driver.advance(byMilliseconds: 300_000)
+        simulation.advance(byMilliseconds: 300_000)
         #expect(try a.causal("notes").get("from-b") == nil)
         #expect(try b.causal("notes").get("from-a") == nil)
-        #expect(driver.traffic.frames > 0)
-        let gaps = driver.events.filter { $0.event.kind == .generationGap }
-        #expect(Set(gaps.map(\.device)) == [a.device, b.device])
-        // Logged once per peer, not on every advertisement.
-        #expect(gaps.count == 2)
-        #expect(!driver.events.contains { $0.event.kind == .sessionStarted })
+        #expect(simulation.statistics.frames > 0)
     }
 }

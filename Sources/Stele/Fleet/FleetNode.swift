@@ -203,6 +203,7 @@ public struct FleetNode {
                 sessions[key] = session
             } else {
                 sessions[key] = nil
+                if session.epoch > 0 { outputs.append(.cancel(.session(peer: peer, namespace: message.namespace, epoch: session.epoch))) }
                 outputs.append(
                     .log(FleetEvent(kind: .sessionFinished, peer: peer, namespace: message.namespace, message: "\(session.progress.changed) rows changed here, \(session.progress.conflicts) conflicts")))
             }

@@ -33,6 +33,8 @@ public enum FleetOutput: Sendable, Equatable {
     case send(to: DeviceID, bytes: [UInt8])
     /// Fire this timer after this long (re-arming a timer replaces it).
     case arm(FleetTimer, afterMilliseconds: Int64)
+    /// The timer is no longer needed (a session ended before it timed out).
+    case cancel(FleetTimer)
     /// Something worth telling whoever watches: a rejected frame, a finished session.
     case log(FleetEvent)
 }

@@ -72,6 +72,7 @@ public final class Replica {
     /// measures what maintaining them costs (`sync.digest_overhead`).
     let maintainsDigests: Bool
     private var pendingEvents: [ChangeEvent] = []
+    private var observers: [(ChangeEvent) -> Void] = []
     /// The storage error of an operation that failed inside the open batch.
     private var storageFailure: (any Error)?
     private var collectingEvents = false
@@ -202,6 +203,14 @@ public final class Replica {
         feed.subscribe(bufferingPolicy: bufferingPolicy)
     }
 
+    /// Calls `observer` with every change event, synchronously, right after the
+    /// transaction that caused it commits, on the replica's own context. For code
+    /// that already runs beside the replica (the simulator's oracle, a UI model on
+    /// the same actor); elsewhere use ``changes(bufferingPolicy:)``.
+    public func observeChanges(_ observer: @escaping (ChangeEvent) -> Void) {
+        observers.append(observer)
+    }
+
     // MARK: - Writing
 
     /// Runs `body` as one transaction: every write inside commits together or not
@@ -222,7 +231,7 @@ public final class Replica {
         }
         let outermost = !connection.isInTransaction
         if outermost {
-            collectingEvents = feed.hasSubscribers
+            collectingEvents = feed.hasSubscribers || !observers.isEmpty
             storageFailure = nil
         }
         let eventMark = pendingEvents.count
@@ -260,6 +269,7 @@ public final class Replica {
             let events = pendingEvents
             pendingEvents.removeAll(keepingCapacity: true)
             feed.publish(events)
+            for event in events { for observer in observers { observer(event) } }
             checkInvariants()
         }
         return result

@@ -1,0 +1,253 @@
+import Stele
+
+/// Knows every write and delete the workload issued, with the dot, vector or
+/// stamp the replica reported for it, and checks the guarantees on the devices'
+/// stores (DESIGN §9): G1, no superseded value visible; G2, every unsuperseded
+/// write visible, or beaten by a concurrent write under the documented rule; G3,
+/// identical visible state. It counts resurrections and lost writes, each row at
+/// most once per kind of finding.
+///
+/// A device restored from a backup takes back what it wrote after the backup and
+/// never shared: the oracle forgets those operations (they no longer happened),
+/// rather than counting their absence as lost writes.
+public final class Oracle {
+    public private(set) var resurrections = 0
+    public private(set) var lostWrites = 0
+    /// The first findings, described for a report.
+    public private(set) var findings: [String] = []
+    /// Checks run (each over every device).
+    public private(set) var checks = 0
+
+    private struct Operation {
+        let id: Int
+        let namespace: String
+        let key: String
+        let device: DeviceID
+        let deviceName: String
+        let time: Int64
+        var erased = false
+        let kind: Kind
+
+        enum Kind {
+            case causalPut(value: [UInt8], dot: Dot, timestamp: HybridTimestamp, vector: VersionVector)
+            case causalDelete(vector: VersionVector)
+            case lww(value: [UInt8]?, stamp: WriteStamp)
+            case append(id: EventID)
+            case bury(marker: EventID)
+            case appendOnly(value: [UInt8], stamp: WriteStamp)
+        }
+    }
+
+    private var operations: [Operation] = []
+    private var counted: Set<String> = []
+
+    public init() {}
+
+    /// Operations recorded (rule refusals and storage failures are not).
+    public var operationCount: Int { operations.count }
+
+    // MARK: - Recording
+
+    /// Performs `operation` on `replica` and records what it reported.
+    /// - Throws: storage errors (the operation did not happen). A write the rules
+    ///   refuse (a second appendOnly write, an append to a buried group) happens
+    ///   nowhere and is not recorded.
+    func perform(_ operation: WorkloadOperation, on replica: Replica, deviceName: String, time: Int64) throws {
+        func add(_ namespace: String, _ key: String, _ kind: Operation.Kind) {
+            operations.append(Operation(id: operations.count, namespace: namespace, key: key, device: replica.device, deviceName: deviceName, time: time, kind: kind))
+        }
+        do {
+            switch operation {
+            case let .put(namespace, key, value):
+                let bytes = Array(value.utf8)
+                switch try replica.declaration(of: namespace).kind {
+                case .causal:
+                    let dot = try replica.causal(namespace).put(key, bytes)
+                    guard let record = try replica.causal(namespace).record(key), let version = record.versions.first(where: { $0.dot == dot }) else { return }
+                    add(namespace, key, .causalPut(value: bytes, dot: dot, timestamp: version.timestamp, vector: record.vector))
+                case .lww:
+                    add(namespace, key, .lww(value: bytes, stamp: try replica.lww(namespace).put(key, bytes)))
+                case .appendOnly:
+                    add(namespace, key, .appendOnly(value: bytes, stamp: try replica.appendOnly(namespace).put(key, bytes)))
+                case .local:
+                    try replica.local(namespace).put(key, bytes)
+                case .log:
+                    add(namespace, key, .append(id: try replica.log(namespace).append(group: key, body: bytes)))
+                }
+            case let .delete(namespace, key):
+                switch try replica.declaration(of: namespace).kind {
+                case .causal:
+                    guard try replica.causal(namespace).delete(key) != nil, let record = try replica.causal(namespace).record(key) else { return }
+                    add(namespace, key, .causalDelete(vector: record.vector))
+                case .lww:
+                    guard let stamp = try replica.lww(namespace).delete(key) else { return }
+                    add(namespace, key, .lww(value: nil, stamp: stamp))
+                case .log:
+                    guard let marker = try replica.log(namespace).bury(key) else { return }
+                    add(namespace, key, .bury(marker: marker))
+                case .local:
+                    try replica.local(namespace).delete(key)
+                case .appendOnly:
+                    return
+                }
+            case let .append(namespace, group, value):
+                add(namespace, group, .append(id: try replica.log(namespace).append(group: group, body: Array(value.utf8))))
+            case let .bury(namespace, group):
+                guard let marker = try replica.log(namespace).bury(group) else { return }
+                add(namespace, group, .bury(marker: marker))
+            }
+        } catch let error as ReplicaError where [.appendOnlyIsFinal, .groupBuried].contains(error.code) {
+            return
+        }
+    }
+
+    /// A device was restored to a backup taken at `backupTime`: what it did after
+    /// that and no other device learned is gone from the world.
+    func deviceRestored(_ device: DeviceID, toTime backupTime: Int64, others: [Replica]) {
+        for index in operations.indices where operations[index].device == device && operations[index].time > backupTime && !operations[index].erased {
+            if !isKnown(operations[index], by: others) { operations[index].erased = true }
+        }
+    }
+
+    private func isKnown(_ operation: Operation, by replicas: [Replica]) -> Bool {
+        replicas.contains { replica in
+            switch operation.kind {
+            case .causalPut(_, let dot, _, _):
+                return ((try? replica.causal(operation.namespace).record(operation.key))??.vector.covers(dot)) ?? false
+            case .causalDelete(let vector):
+                let counter = vector[operation.device]
+                return ((try? replica.causal(operation.namespace).record(operation.key))??.vector[operation.device]).map { $0 >= counter } ?? false
+            case .lww(_, let stamp):
+                return ((try? replica.lww(operation.namespace).record(operation.key))??.stamp).map { $0 >= stamp } ?? false
+            case .append(let id):
+                return ((try? replica.log(operation.namespace).event(id)) ?? nil) != nil
+                    || ((try? replica.log(operation.namespace).isBuried(operation.key)) ?? false)
+            case .bury(let marker):
+                return ((try? replica.log(operation.namespace).event(marker)) ?? nil) != nil
+            case .appendOnly(_, let stamp):
+                return ((try? replica.appendOnly(operation.namespace).record(operation.key))??.stamp) == stamp
+            }
+        }
+    }
+
+    // MARK: - Checking
+
+    /// Checks every device's visible state against what the operations imply.
+    /// Call it only when the devices have converged (everyone online, reachable, settled).
+    func check(_ devices: [(name: String, replica: Replica)], namespaces: [(name: String, kind: NamespaceKind)]) {
+        checks += 1
+        let live = operations.filter { !$0.erased }
+        for namespace in namespaces {
+            let mine = live.filter { $0.namespace == namespace.name }
+            switch namespace.kind {
+            case .causal: checkCausal(namespace.name, mine, devices)
+            case .lww: checkLWW(namespace.name, mine, devices)
+            case .log: checkLog(namespace.name, mine, devices)
+            case .appendOnly: checkAppendOnly(namespace.name, mine, devices)
+            case .local: break
+            }
+        }
+    }
+
+    private func checkCausal(_ namespace: String, _ operations: [Operation], _ devices: [(name: String, replica: Replica)]) {
+        let byKey = Dictionary(grouping: operations, by: \.key)
+        var keys = Set(byKey.keys)
+        for device in devices { for entry in (try? device.replica.causal(namespace).entries()) ?? [] { keys.insert(entry.key) } }
+        for key in keys.sorted() {
+            let ops = byKey[key] ?? []
+            // A put is superseded when another operation's history covers its dot.
+            var frontier: [(value: [UInt8], stamp: WriteStamp)] = []
+            var superseded: [[UInt8]] = []
+            for op in ops {
+                guard case let .causalPut(value, dot, timestamp, _) = op.kind else { continue }
+                let covered = ops.contains { other in
+                    guard other.id != op.id else { return false }
+                    switch other.kind {
+                    case .causalPut(_, _, _, let vector), .causalDelete(let vector): return vector.covers(dot)
+                    default: return false
+                    }
+                }
+                if covered { superseded.append(value) } else { frontier.append((value, WriteStamp(timestamp: timestamp, writer: dot.device))) }
+            }
+            let expected = frontier.max { $0.stamp < $1.stamp }?.value
+            for device in devices {
+                let shown = (try? device.replica.causal(namespace).get(key)) ?? nil
+                judge(namespace, key, device.name, shown: shown, expected: expected, stale: superseded)
+            }
+        }
+    }
+
+    private func checkLWW(_ namespace: String, _ operations: [Operation], _ devices: [(name: String, replica: Replica)]) {
+        let byKey = Dictionary(grouping: operations, by: \.key)
+        var keys = Set(byKey.keys)
+        for device in devices { for entry in (try? device.replica.lww(namespace).entries()) ?? [] { keys.insert(entry.key) } }
+        for key in keys.sorted() {
+            let writes: [(value: [UInt8]?, stamp: WriteStamp)] = (byKey[key] ?? []).compactMap { op in
+                if case .lww(let value, let stamp) = op.kind { return (value, stamp) } else { return nil }
+            }
+            // Later timestamp; on an exact tie the delete; then the larger device id (000 §5).
+            let winner = writes.max { lhs, rhs in
+                if lhs.stamp.timestamp != rhs.stamp.timestamp { return lhs.stamp.timestamp < rhs.stamp.timestamp }
+                if (lhs.value == nil) != (rhs.value == nil) { return lhs.value != nil }
+                return lhs.stamp.writer < rhs.stamp.writer
+            }
+            let stale = writes.compactMap { $0.value == winner?.value ? nil : $0.value }
+            for device in devices {
+                judge(namespace, key, device.name, shown: (try? device.replica.lww(namespace).get(key)) ?? nil, expected: winner?.value ?? nil, stale: stale)
+            }
+        }
+    }
+
+    private func checkAppendOnly(_ namespace: String, _ operations: [Operation], _ devices: [(name: String, replica: Replica)]) {
+        let byKey = Dictionary(grouping: operations, by: \.key)
+        for (key, ops) in byKey.sorted(by: { $0.key < $1.key }) {
+            let writes: [(value: [UInt8], stamp: WriteStamp)] = ops.compactMap { op in
+                if case .appendOnly(let value, let stamp) = op.kind { return (value, stamp) } else { return nil }
+            }
+            let first = writes.min { $0.stamp < $1.stamp }?.value
+            for device in devices {
+                judge(namespace, key, device.name, shown: (try? device.replica.appendOnly(namespace).get(key)) ?? nil, expected: first, stale: [])
+            }
+        }
+    }
+
+    private func checkLog(_ namespace: String, _ operations: [Operation], _ devices: [(name: String, replica: Replica)]) {
+        let buried = Set(operations.compactMap { op -> String? in if case .bury = op.kind { return op.key } else { return nil } })
+        var expected = Set<EventID>()
+        var buriedEvents = Set<EventID>()
+        for op in operations {
+            guard case .append(let id) = op.kind else { continue }
+            if buried.contains(op.key) { buriedEvents.insert(id) } else { expected.insert(id) }
+        }
+        for device in devices {
+            guard let shown = try? Set(device.replica.log(namespace).live().map(\.id)) else { continue }
+            for id in shown.subtracting(expected).sorted() {
+                count(.resurrection, "\(namespace) event \(id)", "\(device.name) shows an event of a buried group" + (buriedEvents.contains(id) ? "" : " (never appended)"))
+            }
+            for id in expected.subtracting(shown).sorted() {
+                count(.lostWrite, "\(namespace) event \(id)", "\(device.name) lacks a live event")
+            }
+        }
+    }
+
+    private enum Finding: String { case resurrection, lostWrite = "lost write" }
+
+    private func judge(_ namespace: String, _ key: String, _ device: String, shown: [UInt8]?, expected: [UInt8]?, stale: [[UInt8]]) {
+        guard shown != expected else { return }
+        let describe = { (bytes: [UInt8]?) in bytes.map { "\"\(String(decoding: $0, as: UTF8.self))\"" } ?? "absent" }
+        if let shown, expected == nil || stale.contains(shown) {
+            count(.resurrection, "\(namespace) \(key)", "\(device) shows \(describe(shown)), expected \(describe(expected))")
+        } else {
+            count(.lostWrite, "\(namespace) \(key)", "\(device) shows \(describe(shown)), expected \(describe(expected))")
+        }
+    }
+
+    private func count(_ finding: Finding, _ subject: String, _ detail: String) {
+        guard counted.insert("\(finding)|\(subject)").inserted else { return }
+        switch finding {
+        case .resurrection: resurrections += 1
+        case .lostWrite: lostWrites += 1
+        }
+        if findings.count < 50 { findings.append("\(finding.rawValue): \(subject): \(detail)") }
+    }
+}

@@ -1,0 +1,239 @@
+import Stele
+
+/// An expectation that did not hold (or a statement that could not run): the
+/// file, the line, what was expected, what was found, and the seed to replay.
+public struct ScenarioFailure: Error, Sendable, CustomStringConvertible {
+    public let file: String
+    public let line: Int
+    public let text: String
+    public let expected: String
+    public let found: String
+    public let seed: UInt64
+
+    public var description: String {
+        """
+        FAIL \(file):\(line): \(text)
+            expected: \(expected)
+            found:    \(found)
+            seed:     \(seed)
+        """
+    }
+}
+
+/// Runs a parsed scenario in a ``Simulation``, line by line.
+public final class ScenarioRunner {
+    public let scenario: Scenario
+    public let seed: UInt64
+    public let simulation: Simulation
+    /// Whether barrier rounds may run (`gc on`); they arrive with tombstone collection.
+    public private(set) var collectionAllowed = true
+    /// Called before each line runs (for narration and progress).
+    public var onLine: ((Scenario.Line) -> Void)?
+
+    public init(scenario: Scenario, seed: UInt64 = 0) throws {
+        self.scenario = scenario
+        self.seed = seed
+        simulation = try Simulation(seed: seed)
+    }
+
+    /// Runs every line.
+    /// - Throws: ``ScenarioFailure`` at the first line that fails.
+    public func run() throws {
+        for line in scenario.lines {
+            onLine?(line)
+            do {
+                try execute(line.statement)
+            } catch let failure as Failure {
+                throw ScenarioFailure(file: scenario.file, line: line.number, text: line.text, expected: failure.expected, found: failure.found, seed: seed)
+            } catch {
+                throw ScenarioFailure(file: scenario.file, line: line.number, text: line.text, expected: "the statement to run", found: "\(error)", seed: seed)
+            }
+        }
+    }
+
+    struct Failure: Error {
+        let expected: String
+        let found: String
+    }
+
+    private func execute(_ statement: Statement) throws {
+        switch statement {
+        case .fleet(let names):
+            for name in names { try simulation.addDevice(name) }
+        case let .namespace(name, kind):
+            guard let kind = kind.kind else {
+                throw Failure(expected: "a namespace kind this build runs", found: "messages namespaces come with the messages fold; not in this build")
+            }
+            try simulation.declare(name, kind)
+        case .join(let name):
+            try simulation.addDevice(name)
+        case .revoke(let name):
+            simulation.revoke(name)
+        case let .operation(device, operation):
+            guard simulation.perform(device, operation) else {
+                throw Failure(expected: "\(device) to \(operation)", found: "its store refused the write (a storage fault)")
+            }
+        case .message:
+            throw Failure(expected: "a messages operation", found: "messages come with the messages fold; not in this build")
+        case .offline(let names):
+            for name in names { simulation.setOnline(name, false) }
+        case .online(let names):
+            for name in names { simulation.setOnline(name, true) }
+        case let .partition(left, right):
+            simulation.partition([left, right])
+        case .heal:
+            simulation.heal()
+        case .networkLoss(let percent):
+            simulation.network.lossPercent = percent
+        case .networkDuplicate(let percent):
+            simulation.network.duplicatePercent = percent
+        case let .networkDelay(low, high):
+            simulation.network.delayMilliseconds = low...high
+        case .sync:
+            if let moving = simulation.sync() {
+                throw Failure(expected: "the fleet to settle within 1 h of virtual time", found: "still moving: \(moving)")
+            }
+            simulation.checkOracle()
+        case .advance(let milliseconds):
+            simulation.advance(byMilliseconds: milliseconds)
+        case .gc(let allowed):
+            collectionAllowed = allowed
+        case let .backup(device, label):
+            try simulation.backup(device, as: label)
+        case let .restore(device, label):
+            guard simulation.hasBackup(label) else { throw Failure(expected: "a backup named \(label)", found: "no such backup; take it with backup D as \(label)") }
+            try simulation.restore(device, from: label)
+        case .crash(let name):
+            try simulation.crash(name)
+        case .anchor:
+            // The anchor substrate arrives with tombstone collection; until then it has no effect.
+            break
+        case let .skew(device, milliseconds):
+            simulation.skew(device, byMilliseconds: milliseconds)
+        case let .storageFault(device, fault):
+            simulation.failStorage(device, with: fault)
+        case .expect(let expectation):
+            try check(expectation)
+        }
+    }
+
+    // MARK: - Expectations
+
+    private func replica(_ name: String) throws -> Replica {
+        guard let device = simulation.device(name) else { throw Failure(expected: "device \(name) on the roster", found: "\(name) is not on the roster") }
+        return device.replica
+    }
+
+    private func read(_ replica: Replica, _ namespace: String, _ key: String) throws -> [UInt8]? {
+        switch try replica.declaration(of: namespace).kind {
+        case .causal: try replica.causal(namespace).get(key)
+        case .lww: try replica.lww(namespace).get(key)
+        case .appendOnly: try replica.appendOnly(namespace).get(key)
+        case .local: try replica.local(namespace).get(key)
+        case .log: nil
+        }
+    }
+
+    private func show(_ bytes: [UInt8]?) -> String {
+        bytes.map { "\"\(String(decoding: $0, as: UTF8.self))\"" } ?? "absent"
+    }
+
+    private func check(_ expectation: Expectation) throws {
+        switch expectation {
+        case let .value(target, namespace, key, value):
+            let names: [String]
+            switch target {
+            case .device(let name): names = [name]
+            case .all: names = simulation.devices.map(\.name)
+            }
+            let wanted = value.map { Array($0.utf8) }
+            for name in names {
+                let found = try read(try replica(name), namespace, key)
+                guard found == wanted else {
+                    throw Failure(expected: "\(name) reads \(key) as \(show(wanted))", found: "\(name) reads \(show(found))")
+                }
+            }
+        case let .groupEmpty(device, namespace, group):
+            let live = try replica(device).log(namespace).live(group: group)
+            guard live.isEmpty else { throw Failure(expected: "no live event in \(group)", found: "\(live.count) live events") }
+        case let .count(device, namespace, count):
+            let store = try replica(device)
+            let found: Int =
+                switch try store.declaration(of: namespace).kind {
+                case .causal: try store.causal(namespace).count()
+                case .lww: try store.lww(namespace).count()
+                case .appendOnly: try store.appendOnly(namespace).count()
+                case .local: try store.local(namespace).count()
+                case .log: try store.log(namespace).count()
+                }
+            guard found == count else { throw Failure(expected: "\(count) live rows", found: "\(found)") }
+        case let .stored(device, namespace, group, count):
+            let found = try replica(device).log(namespace).storedEventCount(group: group)
+            guard found == count else { throw Failure(expected: "\(count) stored events of \(group)", found: "\(found)") }
+        case .message:
+            throw Failure(expected: "a message", found: "messages come with the messages fold; not in this build")
+        case let .tombstones(device, namespace, count):
+            let report = try replica(device).report()
+            let found = report.namespaces.filter { namespace == nil || $0.name == namespace }.reduce(0) { $0 + $1.tombstones }
+            guard found == count else { throw Failure(expected: "\(count) tombstones", found: "\(found)") }
+        case let .generation(device, generation):
+            let found = try replica(device).generation
+            guard found == generation else { throw Failure(expected: "generation \(generation)", found: "generation \(found)") }
+        case let .status(device, state):
+            // Before tombstone collection every device is current: nothing can put it behind.
+            _ = try replica(device)
+            guard state == "current" else { throw Failure(expected: "status \(state)", found: "status current") }
+        case .gcBlockedBy:
+            throw Failure(expected: "a collection status", found: "tombstone collection (and its status) is not in this build")
+        case let .conflict(device, namespace, key):
+            guard let found = simulation.device(device) else { throw Failure(expected: "device \(device)", found: "not on the roster") }
+            guard found.conflicts.contains(where: { $0.namespace == namespace && $0.key == key }) else {
+                throw Failure(expected: "a conflict reported for \(key)", found: found.conflicts.isEmpty ? "no conflict" : "conflicts for \(found.conflicts.map(\.key))")
+            }
+        case .converged:
+            let online = simulation.devices.filter(\.isOnline)
+            guard let first = online.first else { return }
+            let reference = try SimulationState.snapshot(first.replica, simulation.namespaces)
+            for device in online.dropFirst() {
+                let state = try SimulationState.snapshot(device.replica, simulation.namespaces)
+                guard state == reference else {
+                    throw Failure(expected: "\(device.name) identical to \(first.name)", found: SimulationState.difference(reference, state))
+                }
+            }
+        case .resurrections(let count):
+            simulation.checkOracle()
+            guard simulation.oracle.resurrections == count else {
+                throw Failure(expected: "\(count) resurrections", found: "\(simulation.oracle.resurrections): \(simulation.oracle.findings.prefix(3).joined(separator: "; "))")
+            }
+        case .lostWrites(let count):
+            simulation.checkOracle()
+            guard simulation.oracle.lostWrites == count else {
+                throw Failure(expected: "\(count) lost writes", found: "\(simulation.oracle.lostWrites): \(simulation.oracle.findings.prefix(3).joined(separator: "; "))")
+            }
+        }
+    }
+}
+
+/// What a device shows: digests and visible rows of every namespace.
+enum SimulationState {
+    static func snapshot(_ replica: Replica, _ namespaces: [(name: String, kind: NamespaceKind)]) throws -> [String] {
+        var lines: [String] = []
+        for namespace in namespaces {
+            if namespace.kind.isReplicated { lines.append("\(namespace.name) digest \(try replica.digest(of: namespace.name))") }
+            switch namespace.kind {
+            case .causal: lines += try replica.causal(namespace.name).entries().map { "\(namespace.name) \($0.key)=\($0.value)" }
+            case .lww: lines += try replica.lww(namespace.name).entries().map { "\(namespace.name) \($0.key)=\($0.value)" }
+            case .appendOnly: lines += try replica.appendOnly(namespace.name).entries().map { "\(namespace.name) \($0.key)=\($0.value)" }
+            case .log: lines += try replica.log(namespace.name).live().map { "\(namespace.name) \($0.group) \($0.id)" }
+            case .local: break
+            }
+        }
+        return lines
+    }
+
+    static func difference(_ a: [String], _ b: [String]) -> String {
+        let onlyA = Set(a).subtracting(b).sorted().prefix(2)
+        let onlyB = Set(b).subtracting(a).sorted().prefix(2)
+        return "differs: " + (onlyA.map { "-\($0)" } + onlyB.map { "+\($0)" }).joined(separator: ", ")
+    }
+}

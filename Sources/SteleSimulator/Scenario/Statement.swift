@@ -1,0 +1,92 @@
+import Stele
+
+/// One line of a scenario (`SCENARIOS.md`), parsed.
+public enum Statement: Sendable, Equatable {
+    // Fleet statements
+    case fleet([String])
+    case namespace(String, ScenarioKind)
+    case join(String)
+    case revoke(String)
+    case operation(device: String, WorkloadOperation)
+    case message(device: String, MessageOperation)
+    case offline([String])
+    case online([String])
+    case partition([String], [String])
+    case heal
+    case networkLoss(Double)
+    case networkDuplicate(Double)
+    case networkDelay(min: Int64, max: Int64)
+    case sync
+    case advance(Int64)
+    case gc(Bool)
+    case backup(device: String, label: String)
+    case restore(device: String, label: String)
+    case crash(String)
+    case anchor(AnchorAction)
+    /// Added: skews a device's wall clock (`skew D 5m`, `skew D -2h`).
+    case skew(device: String, milliseconds: Int64)
+    /// Added: makes one of a device's next storage steps fail (`storage D fail full`).
+    case storageFault(device: String, StorageFault)
+    // Expectations
+    case expect(Expectation)
+
+    public enum AnchorAction: Sendable, Equatable {
+        case down, up, failNextWrite
+        case delayNextWrite(Int64)
+    }
+
+    /// The messages statements (`post`, `edit`, ...): parsed now, run once the
+    /// messages namespace lands.
+    public enum MessageOperation: Sendable, Equatable {
+        case post(namespace: String, message: String, text: String)
+        case edit(namespace: String, message: String, text: String)
+        case unsend(namespace: String, message: String, everyone: Bool)
+        case react(namespace: String, message: String, emoji: String)
+        case unreact(namespace: String, message: String, emoji: String)
+    }
+}
+
+/// A namespace kind as scenarios name it (`messages` comes with its own issue).
+public enum ScenarioKind: String, Sendable, CaseIterable {
+    case causal, lww, log, messages, local, appendOnly
+
+    var kind: NamespaceKind? {
+        switch self {
+        case .causal: .causal
+        case .lww: .lww
+        case .log: .log
+        case .local: .local
+        case .appendOnly: .appendOnly
+        case .messages: nil
+        }
+    }
+}
+
+/// What a scenario says must hold.
+public enum Expectation: Sendable, Equatable {
+    public enum Target: Sendable, Equatable {
+        case device(String)
+        case all
+    }
+
+    public enum MessageState: Sendable, Equatable {
+        case text(String)
+        case deleted
+        case absent
+    }
+
+    /// `expect D NS KEY = VALUE` (`nil`: `absent`), or `expect all ...`.
+    case value(Target, namespace: String, key: String, value: String?)
+    case groupEmpty(device: String, namespace: String, group: String)
+    case count(device: String, namespace: String, count: Int)
+    case stored(device: String, namespace: String, group: String, count: Int)
+    case message(device: String, namespace: String, message: String, MessageState)
+    case tombstones(device: String, namespace: String?, count: Int)
+    case generation(device: String, generation: UInt64)
+    case status(device: String, state: String)
+    case gcBlockedBy(device: String, devices: [String])
+    case conflict(device: String, namespace: String, key: String)
+    case converged
+    case resurrections(Int)
+    case lostWrites(Int)
+}

@@ -1,0 +1,30 @@
+import Foundation
+import Stele
+
+/// One device of a simulation: its identity, its replica file, its clock (the
+/// virtual clock plus its own skew) and the fleet node that syncs it.
+public final class SimulatedDevice {
+    public let name: String
+    public let identity: DeviceIdentity
+    public var id: DeviceID { identity.deviceID }
+    /// The device's store; replaced when the device crashes or is restored.
+    public internal(set) var replica: Replica
+    /// Where the store lives.
+    public let path: String
+    let clock: ManualWallClock
+    var node: FleetNode
+    /// How far the device's wall clock is off the virtual clock.
+    public internal(set) var skewMilliseconds: Int64 = 0
+    public internal(set) var isOnline = true
+    /// Every conflict the device's replica reported, as (namespace, key).
+    public internal(set) var conflicts: [(namespace: String, key: String)] = []
+
+    init(name: String, identity: DeviceIdentity, replica: Replica, path: String, clock: ManualWallClock, node: FleetNode) {
+        self.name = name
+        self.identity = identity
+        self.replica = replica
+        self.path = path
+        self.clock = clock
+        self.node = node
+    }
+}

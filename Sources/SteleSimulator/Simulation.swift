@@ -1,0 +1,465 @@
+import Foundation
+import Stele
+
+/// A fleet of devices on a virtual clock and a seeded network: the world the
+/// scenario language and `stele simulate` run in (DESIGN §9).
+///
+/// Device stores are real SQLite files in a temporary directory. A backup is an
+/// SQLite online-backup copy of a device's file; a restore swaps it back in and
+/// restarts the device, exactly what an OS restore does; a crash drops the
+/// device's in-memory state and the frames in flight to it and reopens its file.
+/// Everything random (delays, loss, duplication) comes from one seed, so the same
+/// seed replays the same run, which ``eventLogHash`` proves.
+public final class Simulation {
+    /// How the network behaves.
+    public struct Network: Sendable, Equatable {
+        public var delayMilliseconds: ClosedRange<Int64> = 5...40
+        public var lossPercent: Double = 0
+        public var duplicatePercent: Double = 0
+
+        public init() {}
+    }
+
+    /// What happened, counted.
+    public struct Statistics: Sendable, Equatable {
+        public var frames = 0
+        public var bytes = 0
+        public var operations = 0
+        public var deletes = 0
+        /// Faults injected, by kind (`loss`, `dup`, `crash`, `restore`, ...).
+        public var faults: [String: Int] = [:]
+    }
+
+    public let seed: UInt64
+    public let account: AccountID
+    public private(set) var now: Int64 = 0
+    public var network = Network()
+    public let oracle = Oracle()
+    public private(set) var statistics = Statistics()
+    public let configuration: FleetConfiguration
+    /// Devices in the order they joined.
+    public private(set) var devices: [SimulatedDevice] = []
+    /// The namespaces every device declares.
+    public private(set) var namespaces: [(name: String, kind: NamespaceKind)] = []
+    /// Groups of devices that can reach each other (`nil`: no partition).
+    public private(set) var partition: [Set<DeviceID>]?
+    /// A timeline of what happened, for reports.
+    public private(set) var timeline: [TimelineEntry] = []
+
+    private let directory: String
+    private var random: SplitMix
+    private var queue = EventQueue<Event>()
+    private var armed: [DeviceID: [FleetTimer: UInt64]] = [:]
+    private var backups: [String: (device: String, path: String, time: Int64)] = [:]
+    private var hasher = EventLogHasher()
+    /// Failed when a device's storage refused a write the workload asked for.
+    public private(set) var failedOperations = 0
+
+    private enum Event {
+        case deliver(from: DeviceID, to: DeviceID, bytes: [UInt8])
+        case timer(device: DeviceID, timer: FleetTimer)
+    }
+
+    /// Creates an empty world; add devices with ``addDevice(_:)``.
+    public init(seed: UInt64, configuration: FleetConfiguration = FleetConfiguration()) throws {
+        self.seed = seed
+        self.configuration = configuration
+        random = SplitMix(seed: seed)
+        var accountRandom = SplitMix(seed: seed ^ 0xACC0_0000)
+        account = AccountID.generate(using: &accountRandom)
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("stele-sim-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory + "/backups", withIntermediateDirectories: true)
+    }
+
+    deinit {
+        devices.removeAll()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    // MARK: - Devices
+
+    public func device(_ name: String) -> SimulatedDevice? { devices.first { $0.name == name } }
+
+    public var roster: Set<DeviceID> { Set(devices.map(\.id)) }
+
+    /// Adds a device to the account's roster (the others learn of it at once) and starts it.
+    @discardableResult
+    public func addDevice(_ name: String) throws -> SimulatedDevice {
+        precondition(device(name) == nil, "device \(name) exists")
+        var keyRandom = SplitMix(seed: seed ^ UInt64(truncatingIfNeeded: name.hashValueStable))
+        let identity = try DeviceIdentity(privateKey: (0..<4).flatMap { _ in withUnsafeBytes(of: keyRandom.next()) { Array($0) } })
+        let path = "\(directory)/\(name).stele"
+        let clock = ManualWallClock(milliseconds: Self.epoch)
+        let replica = try Replica.create(
+            at: path, account: account, device: identity.deviceID, options: Replica.Options(clock: clock, random: SplitMix(seed: seed ^ identity.deviceID.stableSeed)))
+        for namespace in namespaces { try replica.declare(namespace.name, namespace.kind) }
+        let node = FleetNode(replica: replica, roster: [], configuration: configuration, random: SplitMix(seed: seed &+ identity.deviceID.stableSeed))
+        let device = SimulatedDevice(name: name, identity: identity, replica: replica, path: path, clock: clock, node: node)
+        watch(device)
+        devices.append(device)
+        updateRosters()
+        record(.joined, device: device)
+        deliver(.start, to: device)
+        return device
+    }
+
+    /// Takes a device off the roster: its frames are refused from now on, and it
+    /// stays off the network.
+    public func revoke(_ name: String) {
+        guard let index = devices.firstIndex(where: { $0.name == name }) else { return }
+        let device = devices.remove(at: index)
+        queue.removeAll { event in
+            if case .deliver(let from, let to, _) = event { return from == device.id || to == device.id }
+            if case .timer(let owner, _) = event { return owner == device.id }
+            return false
+        }
+        updateRosters()
+        record(.revoked, device: device)
+    }
+
+    private func updateRosters() {
+        let roster = self.roster
+        for device in devices { device.node.updateRoster(roster) }
+    }
+
+    /// Declares a namespace on every device (and on devices that join later).
+    public func declare(_ name: String, _ kind: NamespaceKind) throws {
+        namespaces.append((name, kind))
+        for device in devices { try device.replica.declare(name, kind) }
+    }
+
+    /// The virtual time every device's wall clock starts at (2026-01-01).
+    static let epoch: Int64 = 1_767_225_600_000
+
+    private func watch(_ device: SimulatedDevice) {
+        device.replica.observeChanges { [weak device] event in
+            guard let device, case .conflict = event.kind, case .row(let key) = event.subject else { return }
+            device.conflicts.append((event.namespace, key))
+        }
+    }
+
+    // MARK: - The network
+
+    public func setOnline(_ name: String, _ online: Bool) {
+        guard let device = device(name), device.isOnline != online else { return }
+        device.isOnline = online
+        record(online ? .online : .offline, device: device)
+        if online { deliver(.localChange, to: device) }
+    }
+
+    /// Splits the online devices into groups that cannot reach each other.
+    public func partition(_ groups: [[String]]) {
+        partition = groups.map { Set($0.compactMap { device($0)?.id }) }
+        count("partition")
+        timeline.append(TimelineEntry(time: now, device: nil, kind: .partition))
+    }
+
+    /// Ends partitions and restores a perfect network.
+    public func heal() {
+        partition = nil
+        network = Network()
+        timeline.append(TimelineEntry(time: now, device: nil, kind: .heal))
+        for device in devices where device.isOnline { deliver(.localChange, to: device) }
+    }
+
+    /// Whether two devices can exchange frames right now.
+    public func canReach(_ a: DeviceID, _ b: DeviceID) -> Bool {
+        guard let first = device(id: a), let second = device(id: b), first.isOnline, second.isOnline else { return false }
+        guard let partition else { return true }
+        return partition.contains { $0.contains(a) && $0.contains(b) } || !partition.contains { $0.contains(a) || $0.contains(b) }
+    }
+
+    func device(id: DeviceID) -> SimulatedDevice? { devices.first { $0.id == id } }
+
+    // MARK: - Running
+
+    /// Runs every event due within the next `duration` of virtual time.
+    public func advance(byMilliseconds duration: Int64) {
+        let end = now + duration
+        while let deadline = queue.nextDeadline, deadline <= end { step() }
+        now = end
+        syncClocks()
+    }
+
+    /// Runs until every two online devices that can reach each other have equal
+    /// roots and generations, and the fleet is idle: no frame in flight and no
+    /// timer but the periodic advertisement due within the next 60 s.
+    /// - Returns: `nil` when settled, or what was still moving after `limit` of virtual time.
+    public func sync(limitMilliseconds limit: Int64 = 3_600_000) -> String? {
+        let end = now + limit
+        while true {
+            if let moving = stillMoving() {
+                guard now < end, queue.nextDeadline != nil else { return moving }
+                step()
+            } else {
+                timeline.append(TimelineEntry(time: now, device: nil, kind: .converged))
+                return nil
+            }
+        }
+    }
+
+    /// What keeps the fleet from being settled, or `nil`.
+    func stillMoving() -> String? {
+        let online = devices.filter(\.isOnline)
+        for (index, first) in online.enumerated() {
+            for second in online[(index + 1)...] where canReach(first.id, second.id) {
+                if (try? first.node.advertisement()) != (try? second.node.advertisement()) {
+                    return "\(first.name) and \(second.name) still differ"
+                }
+            }
+        }
+        if queue.payloads.contains(where: { if case .deliver = $0 { return true } else { return false } }) {
+            return "frames in flight"
+        }
+        for (owner, timers) in armed {
+            for (timer, _) in timers where timer != .advertise {
+                guard let device = device(id: owner), device.isOnline else { continue }
+                return "\(device.name) has a \(timer) timer pending"
+            }
+        }
+        return nil
+    }
+
+    private func step() {
+        guard let (deadline, sequence, event) = queue.pop() else { return }
+        now = max(now, deadline)
+        syncClocks()
+        switch event {
+        case let .deliver(from, to, bytes):
+            guard let target = device(id: to), canReach(from, to) else { return }
+            hasher.add("deliver", now, from, to, bytes.count)
+            deliver(.frame(from: from, bytes: bytes), to: target)
+        case let .timer(owner, timer):
+            guard armed[owner]?[timer] == sequence, let target = device(id: owner) else { return }
+            armed[owner]?[timer] = nil
+            hasher.add("timer", now, owner, owner, 0)
+            deliver(.timer(timer), to: target)
+        }
+    }
+
+    private func syncClocks() {
+        for device in devices { device.clock.set(milliseconds: Self.epoch + now + device.skewMilliseconds) }
+    }
+
+    /// Hands an input to a device's node and carries out what it returns. Offline
+    /// devices still run (their app writes, their timers fire); their frames go nowhere.
+    func deliver(_ input: FleetInput, to device: SimulatedDevice) {
+        let outputs = device.node.handle(input)
+        for output in outputs {
+            switch output {
+            case let .send(to, bytes):
+                send(bytes, from: device.id, to: to)
+            case let .arm(timer, delay):
+                armed[device.id, default: [:]][timer] = queue.push(.timer(device: device.id, timer: timer), at: now + delay)
+            case .cancel(let timer):
+                armed[device.id]?[timer] = nil
+            case .log:
+                break
+            }
+        }
+    }
+
+    private func send(_ bytes: [UInt8], from: DeviceID, to: DeviceID) {
+        guard canReach(from, to) else { return }
+        statistics.frames += 1
+        statistics.bytes += bytes.count
+        if random.chance(network.lossPercent) {
+            count("loss")
+            return
+        }
+        queue.push(.deliver(from: from, to: to, bytes: bytes), at: now + random.value(in: network.delayMilliseconds))
+        if random.chance(network.duplicatePercent) {
+            count("dup")
+            queue.push(.deliver(from: from, to: to, bytes: bytes), at: now + random.value(in: network.delayMilliseconds))
+        }
+    }
+
+    // MARK: - Faults
+
+    /// Counts an injected fault of `kind`.
+    public func count(_ kind: String) { statistics.faults[kind, default: 0] += 1 }
+
+    /// Kills `name` mid-step: its in-memory state and the frames in flight to it
+    /// are lost; it restarts from its file.
+    public func crash(_ name: String) throws {
+        guard let device = device(name) else { return }
+        dropInFlight(to: device)
+        try reopen(device)
+        count("crash")
+        record(.crashed, device: device)
+    }
+
+    /// Copies `name`'s store as an OS backup would.
+    public func backup(_ name: String, as label: String) throws {
+        guard let device = device(name) else { return }
+        let path = "\(directory)/backups/\(label).stele"
+        try? FileManager.default.removeItem(atPath: path)
+        try device.replica.backup(to: path)
+        backups[label] = (name, path, now)
+        record(.backedUp, device: device)
+    }
+
+    /// Whether a backup of that name exists.
+    public func hasBackup(_ label: String) -> Bool { backups[label] != nil }
+
+    /// Replaces `name`'s store with the backup and restarts it, as an OS restore does.
+    public func restore(_ name: String, from label: String) throws {
+        guard let device = device(name), let backup = backups[label] else { return }
+        oracle.deviceRestored(device.id, toTime: backup.time, others: devices.filter { $0 !== device }.map(\.replica))
+        dropInFlight(to: device)
+        try reopen(device) {
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: device.path + suffix) }
+            try FileManager.default.copyItem(atPath: backup.path, toPath: device.path)
+        }
+        count("restore")
+        record(.restored, device: device)
+    }
+
+    /// Skews `name`'s wall clock by `milliseconds` against the virtual clock.
+    public func skew(_ name: String, byMilliseconds milliseconds: Int64) {
+        guard let device = device(name) else { return }
+        device.skewMilliseconds = milliseconds
+        syncClocks()
+        count("skew")
+    }
+
+    /// Makes one of `name`'s next SQLite steps fail with `fault`.
+    public func failStorage(_ name: String, with fault: StorageFault, afterSteps: Int = 0) {
+        guard let device = device(name) else { return }
+        device.replica.injectStorageFault(fault, afterSteps: afterSteps)
+        count("storage")
+    }
+
+    private func dropInFlight(to device: SimulatedDevice) {
+        queue.removeAll { event in
+            if case .deliver(_, let to, _) = event { return to == device.id }
+            if case .timer(let owner, _) = event { return owner == device.id }
+            return false
+        }
+        armed[device.id] = nil
+    }
+
+    /// Drops the device's replica and node, optionally changes its file, then
+    /// reopens the file and restarts the node.
+    private func reopen(_ device: SimulatedDevice, whileClosed change: () throws -> Void = {}) throws {
+        let options = Replica.Options(clock: device.clock, random: SplitMix(seed: seed ^ device.id.stableSeed ^ UInt64(now)))
+        // Release every reference to the store before touching its file.
+        let placeholder = try Replica.create(at: ":memory:", account: account, device: device.id)
+        device.node = FleetNode(replica: placeholder, roster: [], configuration: configuration, random: SplitMix(seed: 0))
+        device.replica = placeholder
+        try change()
+        device.replica = try Replica.open(at: device.path, account: account, device: device.id, options: options)
+        for namespace in namespaces { try device.replica.declare(namespace.name, namespace.kind) }
+        device.node = FleetNode(
+            replica: device.replica, roster: roster, configuration: configuration, random: SplitMix(seed: seed &+ device.id.stableSeed &+ UInt64(now)))
+        watch(device)
+        deliver(.start, to: device)
+    }
+
+    // MARK: - Workload
+
+    /// Runs one write on a device, tells the oracle, and lets its node know.
+    /// - Returns: `false` if the device's store refused it (a forced storage fault).
+    @discardableResult
+    public func perform(_ name: String, _ operation: WorkloadOperation) -> Bool {
+        guard let device = device(name) else { return false }
+        syncClocks()
+        do {
+            try oracle.perform(operation, on: device.replica, deviceName: name, time: now)
+            statistics.operations += 1
+            if operation.isDelete { statistics.deletes += 1 }
+            hasher.add("op", now, device.id, device.id, operation.hashValueStable)
+            deliver(.localChange, to: device)
+            timeline.append(TimelineEntry(time: now, device: name, kind: .tombstones(totalTombstones())))
+            return true
+        } catch {
+            failedOperations += 1
+            return false
+        }
+    }
+
+    /// Tombstones retained across the online devices' stores.
+    public func totalTombstones() -> Int {
+        devices.reduce(0) { total, device in total + ((try? device.replica.report())?.namespaces.reduce(0) { $0 + $1.tombstones } ?? 0) }
+    }
+
+    /// Runs the oracle over every device if all are online and connected.
+    /// - Returns: whether it could check (a partition or an offline device defers checks).
+    @discardableResult
+    public func checkOracle() -> Bool {
+        guard partition == nil, devices.allSatisfy(\.isOnline), stillMoving() == nil else { return false }
+        oracle.check(devices.map { ($0.name, $0.replica) }, namespaces: namespaces)
+        return true
+    }
+
+    /// A hash of every delivered event, operation and timer, in order: equal for
+    /// two runs of the same seed and scenario.
+    public var eventLogHash: UInt64 { hasher.value }
+
+    private func record(_ kind: TimelineEntry.Kind, device: SimulatedDevice) {
+        timeline.append(TimelineEntry(time: now, device: device.name, kind: kind))
+        hasher.add("\(kind)", now, device.id, device.id, 0)
+    }
+}
+
+/// What happened when, for the SVG report.
+public struct TimelineEntry: Sendable {
+    public enum Kind: Sendable, CustomStringConvertible {
+        case joined, revoked, online, offline, crashed, backedUp, restored, partition, heal, converged
+        case tombstones(Int)
+
+        public var description: String {
+            switch self {
+            case .joined: "joined"
+            case .revoked: "revoked"
+            case .online: "online"
+            case .offline: "offline"
+            case .crashed: "crashed"
+            case .backedUp: "backed up"
+            case .restored: "restored"
+            case .partition: "partition"
+            case .heal: "heal"
+            case .converged: "converged"
+            case .tombstones(let count): "tombstones \(count)"
+            }
+        }
+    }
+
+    public let time: Int64
+    public let device: String?
+    public let kind: Kind
+}
+
+/// FNV-1a over the run's events: a fingerprint of the whole run.
+struct EventLogHasher {
+    private(set) var value: UInt64 = 0xCBF2_9CE4_8422_2325
+
+    mutating func add(_ tag: String, _ time: Int64, _ from: DeviceID, _ to: DeviceID, _ extra: Int) {
+        for byte in tag.utf8 { mix(byte) }
+        for word in [UInt64(bitPattern: time), from.stableSeed, to.stableSeed, UInt64(bitPattern: Int64(extra))] {
+            for shift in stride(from: 0, to: 64, by: 8) { mix(UInt8(truncatingIfNeeded: word >> UInt64(shift))) }
+        }
+    }
+
+    private mutating func mix(_ byte: UInt8) {
+        value ^= UInt64(byte)
+        value &*= 0x0000_0100_0000_01B3
+    }
+}
+
+extension DeviceID {
+    /// The id's first eight bytes as a number: a stable per-device seed.
+    var stableSeed: UInt64 { bytes.prefix(8).reduce(0) { $0 << 8 | UInt64($1) } }
+}
+
+extension String {
+    /// FNV-1a of the UTF-8 bytes: unlike `hashValue`, the same in every process.
+    var hashValueStable: Int {
+        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+        for byte in utf8 {
+            hash ^= UInt64(byte)
+            hash &*= 0x0000_0100_0000_01B3
+        }
+        return Int(truncatingIfNeeded: hash)
+    }
+}

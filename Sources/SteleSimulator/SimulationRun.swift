@@ -1,0 +1,134 @@
+import Stele
+
+/// One randomized run (`stele simulate`): a fault phase of random writes and
+/// faults, then a healed phase that must converge within a bound, then the
+/// oracle's verdict. TigerBeetle's VOPR is the model: a failure names its seed.
+public struct SimulationRun {
+    /// The faults a run may inject.
+    public enum Fault: String, Sendable, CaseIterable {
+        case loss, dup, reorder, partition, offline, crash, restore, skew, join, revoke
+    }
+
+    public struct Options: Sendable {
+        public var devices = 3
+        public var steps = 200
+        public var faults: Set<Fault> = Set(Fault.allCases)
+        /// How long the healed phase may take to converge, in virtual milliseconds.
+        public var convergenceBoundMilliseconds: Int64 = 600_000
+
+        public init() {}
+    }
+
+    /// What one run found.
+    public struct Outcome: Sendable {
+        public let seed: UInt64
+        public var operations = 0
+        public var deletes = 0
+        public var frames = 0
+        public var faults: [String: Int] = [:]
+        public var resurrections = 0
+        public var lostWrites = 0
+        /// Virtual time from healing to convergence, or `nil` if it never converged.
+        public var convergenceMilliseconds: Int64?
+        public var tombstonesLeft = 0
+        public var findings: [String] = []
+        public var eventLogHash: UInt64 = 0
+        public var timeline: [TimelineEntry] = []
+        public var devices: [String] = []
+        public var endTime: Int64 = 0
+
+        public var failed: Bool { resurrections > 0 || lostWrites > 0 || convergenceMilliseconds == nil }
+    }
+
+    public static func run(seed: UInt64, options: Options) throws -> Outcome {
+        let simulation = try Simulation(seed: seed)
+        var random = SplitMix(seed: seed ^ 0x5EED_F00D)
+        for namespace in Workload.namespaces { try simulation.declare(namespace.name, namespace.kind) }
+        var names: [String] = []
+        for index in 0..<options.devices {
+            names.append("d\(index)")
+            try simulation.addDevice("d\(index)")
+        }
+        var nextDevice = options.devices
+        var workload = Workload()
+        var backups: [String: String] = [:]
+        // In a fixed order: a Set's order changes from process to process.
+        let faults = Fault.allCases.filter { options.faults.contains($0) }
+
+        // Fault phase.
+        for _ in 0..<options.steps {
+            simulation.advance(byMilliseconds: random.value(in: 10...2_000))
+            let active = simulation.devices.map(\.name)
+            guard let name = active.randomElement(using: &random) else { break }
+            simulation.perform(name, workload.next(&random))
+            guard random.chance(12) else { continue }
+            switch faults.randomElement(using: &random) {
+            case .loss: simulation.network.lossPercent = Double(random.value(in: 5...40))
+            case .dup: simulation.network.duplicatePercent = Double(random.value(in: 5...30))
+            case .reorder:
+                simulation.network.delayMilliseconds = 1...random.value(in: 100...3_000)
+                simulation.count("reorder")
+            case .partition:
+                let shuffled = active.shuffled(using: &random)
+                let cut = max(1, shuffled.count / 2)
+                simulation.partition([Array(shuffled[..<cut]), Array(shuffled[cut...])])
+            case .offline:
+                let target = active.randomElement(using: &random)!
+                let going = simulation.device(target)?.isOnline ?? false
+                simulation.setOnline(target, !going)
+                if going { simulation.count("offline") }
+            case .crash:
+                try simulation.crash(active.randomElement(using: &random)!)
+            case .restore:
+                let target = active.randomElement(using: &random)!
+                if let label = backups[target], random.chance(50) {
+                    try simulation.restore(target, from: label)
+                } else {
+                    let label = "\(target)-\(simulation.now)"
+                    try simulation.backup(target, as: label)
+                    backups[target] = label
+                }
+            case .skew:
+                simulation.skew(active.randomElement(using: &random)!, byMilliseconds: random.value(in: -600_000...600_000))
+            case .join:
+                guard simulation.devices.count < options.devices + 2 else { continue }
+                let name = "d\(nextDevice)"
+                nextDevice += 1
+                try simulation.addDevice(name)
+                simulation.count("join")
+            case .revoke:
+                guard simulation.devices.count > 2, let target = active.last else { continue }
+                simulation.revoke(target)
+                backups[target] = nil
+                simulation.count("revoke")
+            case nil:
+                break
+            }
+        }
+
+        // Healed phase: everyone online and reachable over a perfect network.
+        simulation.heal()
+        for device in simulation.devices { simulation.setOnline(device.name, true) }
+        let healedAt = simulation.now
+        var outcome = Outcome(seed: seed)
+        if simulation.sync(limitMilliseconds: options.convergenceBoundMilliseconds) == nil {
+            outcome.convergenceMilliseconds = simulation.now - healedAt
+            simulation.checkOracle()
+        } else {
+            outcome.findings.append("did not converge within \(options.convergenceBoundMilliseconds / 1_000) s of virtual time: \(simulation.stillMoving() ?? "")")
+        }
+        outcome.operations = simulation.statistics.operations
+        outcome.deletes = simulation.statistics.deletes
+        outcome.frames = simulation.statistics.frames
+        outcome.faults = simulation.statistics.faults
+        outcome.resurrections = simulation.oracle.resurrections
+        outcome.lostWrites = simulation.oracle.lostWrites
+        outcome.findings += simulation.oracle.findings
+        outcome.tombstonesLeft = simulation.totalTombstones()
+        outcome.eventLogHash = simulation.eventLogHash
+        outcome.timeline = simulation.timeline
+        outcome.devices = Array(Set(simulation.timeline.compactMap(\.device))).sorted()
+        outcome.endTime = simulation.now
+        return outcome
+    }
+}

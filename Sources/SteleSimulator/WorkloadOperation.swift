@@ -1,0 +1,30 @@
+import Stele
+
+/// One write the workload (or a scenario) asks a device to make.
+public enum WorkloadOperation: Sendable, Equatable, CustomStringConvertible {
+    /// An upsert in a `causal`, `lww` or `appendOnly` namespace.
+    case put(namespace: String, key: String, value: String)
+    case delete(namespace: String, key: String)
+    /// A new event in a group of a `log` namespace.
+    case append(namespace: String, group: String, value: String)
+    /// A tombstone for a group of a `log` namespace.
+    case bury(namespace: String, group: String)
+
+    var isDelete: Bool {
+        switch self {
+        case .delete, .bury: true
+        case .put, .append: false
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case let .put(namespace, key, value): "put \(namespace) \(key) \"\(value)\""
+        case let .delete(namespace, key): "delete \(namespace) \(key)"
+        case let .append(namespace, group, value): "append \(namespace) \(group) \"\(value)\""
+        case let .bury(namespace, group): "bury \(namespace) \(group)"
+        }
+    }
+
+    var hashValueStable: Int { description.hashValueStable }
+}
