@@ -26,6 +26,7 @@ public struct BenchmarkSuite {
         Group(
             figures: ["sync.delete_batch", "sync.delete_batch.wire_bytes_per_deleted_key", "sync.delete_batch.wire_bytes_per_deleted_key.uncompressed"],
             run: SyncBenchmarks.deleteBatch),
+        Group(figures: ["sim.throughput"], run: SimulatorBenchmark.run),
     ]
 
     /// Every figure name the suite knows.

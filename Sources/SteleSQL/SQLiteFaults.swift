@@ -32,6 +32,7 @@ public final class SQLiteFaultPlan: Sendable {
 
     private let rules = Mutex<[Rule]>([])
     private let firedCount = Mutex(0)
+    private let pauses = Mutex(0)
 
     public init() {}
 
@@ -54,6 +55,14 @@ public final class SQLiteFaultPlan: Sendable {
     /// Removes every rule that has not fired yet.
     public func clear() { rules.withLock { $0.removeAll() } }
 
+    /// Holds every rule back until the matching ``resume()``: calls made
+    /// meanwhile (an observer's reads) neither fail nor count toward `after`.
+    /// Pauses nest.
+    public func pause() { pauses.withLock { $0 += 1 } }
+
+    /// Ends one ``pause()``.
+    public func resume() { pauses.withLock { $0 = max(0, $0 - 1) } }
+
     /// How many calls this plan has failed so far.
     public var fired: Int { firedCount.withLock { $0 } }
 
@@ -62,6 +71,7 @@ public final class SQLiteFaultPlan: Sendable {
 
     /// Decides the fate of one call: the code to force, or `nil` to let it run.
     func intercept(_ call: SQLiteCall) -> SQLiteResultCode? {
+        guard pauses.withLock({ $0 }) == 0 else { return nil }
         let forced: SQLiteResultCode? = rules.withLock { rules in
             for index in rules.indices {
                 let rule = rules[index]

@@ -9,7 +9,8 @@ import Stele
 ///
 /// A device restored from a backup takes back what it wrote after the backup and
 /// never shared: the oracle forgets those operations (they no longer happened),
-/// rather than counting their absence as lost writes.
+/// rather than counting their absence as lost writes; but only once no frame in
+/// flight can still have shared them.
 public final class Oracle {
     public private(set) var resurrections = 0
     public private(set) var lostWrites = 0
@@ -40,6 +41,8 @@ public final class Oracle {
 
     private var operations: [Operation] = []
     private var counted: Set<String> = []
+    /// Operations a restore or revocation may have destroyed (indices).
+    private var suspects: Set<Int> = []
 
     public init() {}
 
@@ -52,7 +55,7 @@ public final class Oracle {
     /// - Throws: storage errors (the operation did not happen). A write the rules
     ///   refuse (a second appendOnly write, an append to a buried group) happens
     ///   nowhere and is not recorded.
-    func perform(_ operation: WorkloadOperation, on replica: Replica, deviceName: String, time: Int64) throws {
+    public func perform(_ operation: WorkloadOperation, on replica: Replica, deviceName: String, time: Int64) throws {
         func add(_ namespace: String, _ key: String, _ kind: Operation.Kind) {
             operations.append(Operation(id: operations.count, namespace: namespace, key: key, device: replica.device, deviceName: deviceName, time: time, kind: kind))
         }
@@ -63,7 +66,9 @@ public final class Oracle {
                 switch try replica.declaration(of: namespace).kind {
                 case .causal:
                     let dot = try replica.causal(namespace).put(key, bytes)
-                    guard let record = try replica.causal(namespace).record(key), let version = record.versions.first(where: { $0.dot == dot }) else { return }
+                    guard let record = try observe(replica, { try $0.causal(namespace).record(key) }),
+                        let version = record.versions.first(where: { $0.dot == dot })
+                    else { return }
                     add(namespace, key, .causalPut(value: bytes, dot: dot, timestamp: version.timestamp, vector: record.vector))
                 case .lww:
                     add(namespace, key, .lww(value: bytes, stamp: try replica.lww(namespace).put(key, bytes)))
@@ -77,7 +82,7 @@ public final class Oracle {
             case let .delete(namespace, key):
                 switch try replica.declaration(of: namespace).kind {
                 case .causal:
-                    guard try replica.causal(namespace).delete(key) != nil, let record = try replica.causal(namespace).record(key) else { return }
+                    guard try replica.causal(namespace).delete(key) != nil, let record = try observe(replica, { try $0.causal(namespace).record(key) }) else { return }
                     add(namespace, key, .causalDelete(vector: record.vector))
                 case .lww:
                     guard let stamp = try replica.lww(namespace).delete(key) else { return }
@@ -101,12 +106,40 @@ public final class Oracle {
         }
     }
 
-    /// A device was restored to a backup taken at `backupTime`: what it did after
-    /// that and no other device learned is gone from the world.
-    func deviceRestored(_ device: DeviceID, toTime backupTime: Int64, others: [Replica]) {
-        for index in operations.indices where operations[index].device == device && operations[index].time > backupTime && !operations[index].erased {
-            if !isKnown(operations[index], by: others) { operations[index].erased = true }
+    /// Reads what a write just committed (see ``suspendingFaults(_:_:)``).
+    private func observe<T>(_ replica: Replica, _ read: (Replica) throws -> T) throws -> T {
+        try Self.suspendingFaults([replica]) { try read(replica) }
+    }
+
+    /// Runs the oracle's own reads. They are the observer's, not the devices':
+    /// a storage fault forced on a device must neither fire on them (making the
+    /// oracle miss a write that happened, or forget one that did not vanish) nor
+    /// be used up by them, so faults wait until the reads are done.
+    static func suspendingFaults<T>(_ replicas: [Replica], _ body: () throws -> T) rethrows -> T {
+        let plans = replicas.compactMap(\.faults)
+        for plan in plans { plan.pause() }
+        defer { for plan in plans { plan.resume() } }
+        return try body()
+    }
+
+    /// A device's state was discarded (restored from a backup, or revoked): an
+    /// operation no remaining store knows of may be gone from the world. It is
+    /// not gone yet: a frame the device sent before may still carry it to a
+    /// sibling. So it is only suspected now, and forgotten at the next check if no
+    /// store holds it by then (its absence is then neither a lost write nor its
+    /// supersession a resurrection).
+    func forgetOperationsUnknown(to replicas: [Replica]) {
+        Self.suspendingFaults(replicas) {
+            for index in operations.indices where !operations[index].erased && !isKnown(operations[index], by: replicas) {
+                suspects.insert(index)
+            }
         }
+    }
+
+    /// Forgets the suspects no store holds; the others are back in the world.
+    private func settleSuspects(_ replicas: [Replica]) {
+        for index in suspects.sorted() where !isKnown(operations[index], by: replicas) { operations[index].erased = true }
+        suspects.removeAll()
     }
 
     private func isKnown(_ operation: Operation, by replicas: [Replica]) -> Bool {
@@ -135,7 +168,12 @@ public final class Oracle {
     /// Checks every device's visible state against what the operations imply.
     /// Call it only when the devices have converged (everyone online, reachable, settled).
     func check(_ devices: [(name: String, replica: Replica)], namespaces: [(name: String, kind: NamespaceKind)]) {
+        Self.suspendingFaults(devices.map(\.replica)) { self.checkAll(devices, namespaces: namespaces) }
+    }
+
+    private func checkAll(_ devices: [(name: String, replica: Replica)], namespaces: [(name: String, kind: NamespaceKind)]) {
         checks += 1
+        settleSuspects(devices.map(\.replica))
         let live = operations.filter { !$0.erased }
         for namespace in namespaces {
             let mine = live.filter { $0.namespace == namespace.name }

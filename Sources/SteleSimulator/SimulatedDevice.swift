@@ -16,6 +16,17 @@ public final class SimulatedDevice {
     /// How far the device's wall clock is off the virtual clock.
     public internal(set) var skewMilliseconds: Int64 = 0
     public internal(set) var isOnline = true
+    /// Taken off the roster: it keeps running on its old roster, and every
+    /// device on the new one refuses its frames.
+    public internal(set) var isRevoked = false
+    /// What its fleet node logged, counted by kind (a refused frame, a peer at
+    /// another generation, ...).
+    public internal(set) var logged: [FleetEvent.Kind: Int] = [:]
+    /// Devices whose frames it refused for not being on its roster.
+    public internal(set) var refusedSenders: Set<DeviceID> = []
+    /// Forced storage faults that fired on its store, across crashes and restores.
+    public var storageFaultsFired: Int { firedBeforeReopen + replica.storageFaultsFired }
+    var firedBeforeReopen = 0
     /// Every conflict the device's replica reported, as (namespace, key).
     public internal(set) var conflicts: [(namespace: String, key: String)] = []
 

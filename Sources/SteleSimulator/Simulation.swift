@@ -37,8 +37,10 @@ public final class Simulation {
     public let oracle = Oracle()
     public private(set) var statistics = Statistics()
     public let configuration: FleetConfiguration
-    /// Devices in the order they joined.
-    public private(set) var devices: [SimulatedDevice] = []
+    /// Every device ever added, in the order they joined, revoked ones included.
+    public private(set) var everyDevice: [SimulatedDevice] = []
+    /// The roster: devices in the order they joined, without revoked ones.
+    public var devices: [SimulatedDevice] { everyDevice.filter { !$0.isRevoked } }
     /// The namespaces every device declares.
     public private(set) var namespaces: [(name: String, kind: NamespaceKind)] = []
     /// Groups of devices that can reach each other (`nil`: no partition).
@@ -52,6 +54,10 @@ public final class Simulation {
     private var armed: [DeviceID: [FleetTimer: UInt64]] = [:]
     private var backups: [String: (device: String, path: String, time: Int64)] = [:]
     private var hasher = EventLogHasher()
+    /// Rewrites (or, returning `nil`, drops) every frame as it is delivered:
+    /// how tests put a deliberately broken peer on the wire to prove the oracle
+    /// can fail. `nil`: frames arrive as sent.
+    public var tamper: ((_ from: DeviceID, _ to: DeviceID, _ bytes: [UInt8]) -> [UInt8]?)?
     /// Failed when a device's storage refused a write the workload asked for.
     public private(set) var failedOperations = 0
 
@@ -72,13 +78,14 @@ public final class Simulation {
     }
 
     deinit {
-        devices.removeAll()
+        everyDevice.removeAll()
         try? FileManager.default.removeItem(atPath: directory)
     }
 
     // MARK: - Devices
 
-    public func device(_ name: String) -> SimulatedDevice? { devices.first { $0.name == name } }
+    /// The device of that name, revoked or not.
+    public func device(_ name: String) -> SimulatedDevice? { everyDevice.first { $0.name == name } }
 
     public var roster: Set<DeviceID> { Set(devices.map(\.id)) }
 
@@ -96,23 +103,20 @@ public final class Simulation {
         let node = FleetNode(replica: replica, roster: [], configuration: configuration, random: SplitMix(seed: seed &+ identity.deviceID.stableSeed))
         let device = SimulatedDevice(name: name, identity: identity, replica: replica, path: path, clock: clock, node: node)
         watch(device)
-        devices.append(device)
+        everyDevice.append(device)
         updateRosters()
         record(.joined, device: device)
         deliver(.start, to: device)
         return device
     }
 
-    /// Takes a device off the roster: its frames are refused from now on, and it
-    /// stays off the network.
+    /// Takes a device off the roster. Nobody tells the device: it keeps running
+    /// and sending on its old roster, and every device on the new roster refuses
+    /// its frames from now on (the frames already in flight included).
     public func revoke(_ name: String) {
-        guard let index = devices.firstIndex(where: { $0.name == name }) else { return }
-        let device = devices.remove(at: index)
-        queue.removeAll { event in
-            if case .deliver(let from, let to, _) = event { return from == device.id || to == device.id }
-            if case .timer(let owner, _) = event { return owner == device.id }
-            return false
-        }
+        guard let device = device(name), !device.isRevoked else { return }
+        device.isRevoked = true
+        oracle.forgetOperationsUnknown(to: devices.map(\.replica))
         updateRosters()
         record(.revoked, device: device)
     }
@@ -120,6 +124,11 @@ public final class Simulation {
     private func updateRosters() {
         let roster = self.roster
         for device in devices { device.node.updateRoster(roster) }
+    }
+
+    /// The roster as a device knows it: a revoked one still has the roster it was revoked from.
+    private func roster(of device: SimulatedDevice) -> Set<DeviceID> {
+        device.isRevoked ? device.node.roster : roster
     }
 
     /// Declares a namespace on every device (and on devices that join later).
@@ -169,7 +178,7 @@ public final class Simulation {
         return partition.contains { $0.contains(a) && $0.contains(b) } || !partition.contains { $0.contains(a) || $0.contains(b) }
     }
 
-    func device(id: DeviceID) -> SimulatedDevice? { devices.first { $0.id == id } }
+    func device(id: DeviceID) -> SimulatedDevice? { everyDevice.first { $0.id == id } }
 
     // MARK: - Running
 
@@ -200,6 +209,10 @@ public final class Simulation {
 
     /// What keeps the fleet from being settled, or `nil`.
     func stillMoving() -> String? {
+        observing { movement() }
+    }
+
+    private func movement() -> String? {
         let online = devices.filter(\.isOnline)
         for (index, first) in online.enumerated() {
             for second in online[(index + 1)...] where canReach(first.id, second.id) {
@@ -208,10 +221,13 @@ public final class Simulation {
                 }
             }
         }
-        if queue.payloads.contains(where: { if case .deliver = $0 { return true } else { return false } }) {
+        // A revoked device keeps talking to a fleet that refuses it: its frames
+        // and timers are no part of the roster settling.
+        let rosterIDs = roster
+        if queue.payloads.contains(where: { if case .deliver(let from, _, _) = $0 { return rosterIDs.contains(from) } else { return false } }) {
             return "frames in flight"
         }
-        for (owner, timers) in armed {
+        for (owner, timers) in armed where rosterIDs.contains(owner) {
             for (timer, _) in timers where timer != .advertise {
                 guard let device = device(id: owner), device.isOnline else { continue }
                 return "\(device.name) has a \(timer) timer pending"
@@ -227,6 +243,7 @@ public final class Simulation {
         switch event {
         case let .deliver(from, to, bytes):
             guard let target = device(id: to), canReach(from, to) else { return }
+            guard let bytes = tamper.map({ $0(from, to, bytes) }) ?? bytes else { return }
             hasher.add("deliver", now, from, to, bytes.count)
             deliver(.frame(from: from, bytes: bytes), to: target)
         case let .timer(owner, timer):
@@ -238,7 +255,7 @@ public final class Simulation {
     }
 
     private func syncClocks() {
-        for device in devices { device.clock.set(milliseconds: Self.epoch + now + device.skewMilliseconds) }
+        for device in everyDevice { device.clock.set(milliseconds: Self.epoch + now + device.skewMilliseconds) }
     }
 
     /// Hands an input to a device's node and carries out what it returns. Offline
@@ -253,8 +270,9 @@ public final class Simulation {
                 armed[device.id, default: [:]][timer] = queue.push(.timer(device: device.id, timer: timer), at: now + delay)
             case .cancel(let timer):
                 armed[device.id]?[timer] = nil
-            case .log:
-                break
+            case .log(let event):
+                device.logged[event.kind, default: 0] += 1
+                if event.kind == .unknownDevice, let peer = event.peer { device.refusedSenders.insert(peer) }
             }
         }
     }
@@ -305,12 +323,12 @@ public final class Simulation {
     /// Replaces `name`'s store with the backup and restarts it, as an OS restore does.
     public func restore(_ name: String, from label: String) throws {
         guard let device = device(name), let backup = backups[label] else { return }
-        oracle.deviceRestored(device.id, toTime: backup.time, others: devices.filter { $0 !== device }.map(\.replica))
         dropInFlight(to: device)
         try reopen(device) {
             for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: device.path + suffix) }
             try FileManager.default.copyItem(atPath: backup.path, toPath: device.path)
         }
+        oracle.forgetOperationsUnknown(to: devices.map(\.replica))
         count("restore")
         record(.restored, device: device)
     }
@@ -343,6 +361,8 @@ public final class Simulation {
     /// reopens the file and restarts the node.
     private func reopen(_ device: SimulatedDevice, whileClosed change: () throws -> Void = {}) throws {
         let options = Replica.Options(clock: device.clock, random: SplitMix(seed: seed ^ device.id.stableSeed ^ UInt64(now)))
+        let knownRoster = roster(of: device)
+        device.firedBeforeReopen += device.replica.storageFaultsFired
         // Release every reference to the store before touching its file.
         let placeholder = try Replica.create(at: ":memory:", account: account, device: device.id)
         device.node = FleetNode(replica: placeholder, roster: [], configuration: configuration, random: SplitMix(seed: 0))
@@ -351,7 +371,7 @@ public final class Simulation {
         device.replica = try Replica.open(at: device.path, account: account, device: device.id, options: options)
         for namespace in namespaces { try device.replica.declare(namespace.name, namespace.kind) }
         device.node = FleetNode(
-            replica: device.replica, roster: roster, configuration: configuration, random: SplitMix(seed: seed &+ device.id.stableSeed &+ UInt64(now)))
+            replica: device.replica, roster: knownRoster, configuration: configuration, random: SplitMix(seed: seed &+ device.id.stableSeed &+ UInt64(now)))
         watch(device)
         deliver(.start, to: device)
     }
@@ -366,6 +386,8 @@ public final class Simulation {
         syncClocks()
         do {
             try oracle.perform(operation, on: device.replica, deviceName: name, time: now)
+            // The fleet refuses a revoked device's writes: they are no one's to keep.
+            if device.isRevoked { oracle.forgetOperationsUnknown(to: devices.map(\.replica)) }
             statistics.operations += 1
             if operation.isDelete { statistics.deletes += 1 }
             hasher.add("op", now, device.id, device.id, operation.hashValueStable)
@@ -380,7 +402,16 @@ public final class Simulation {
 
     /// Tombstones retained across the online devices' stores.
     public func totalTombstones() -> Int {
-        devices.reduce(0) { total, device in total + ((try? device.replica.report())?.namespaces.reduce(0) { $0 + $1.tombstones } ?? 0) }
+        observing {
+            devices.reduce(0) { total, device in total + ((try? device.replica.report())?.namespaces.reduce(0) { $0 + $1.tombstones } ?? 0) }
+        }
+    }
+
+    /// Runs reads of the harness (settling checks, expectations, reports) with
+    /// every device's forced storage faults held back: they are meant for the
+    /// device's own steps, and must neither fire on nor be used up by an observer.
+    public func observing<T>(_ body: () throws -> T) rethrows -> T {
+        try Oracle.suspendingFaults(everyDevice.map(\.replica), body)
     }
 
     /// Runs the oracle over every device if all are online and connected.

@@ -6,7 +6,7 @@ import Stele
 public struct SimulationRun {
     /// The faults a run may inject.
     public enum Fault: String, Sendable, CaseIterable {
-        case loss, dup, reorder, partition, offline, crash, restore, skew, join, revoke
+        case loss, dup, reorder, partition, offline, crash, restore, skew, join, revoke, storage
     }
 
     public struct Options: Sendable {
@@ -15,6 +15,10 @@ public struct SimulationRun {
         public var faults: Set<Fault> = Set(Fault.allCases)
         /// How long the healed phase may take to converge, in virtual milliseconds.
         public var convergenceBoundMilliseconds: Int64 = 600_000
+        /// G4, tombstone counts back to zero once everyone is reachable: the hook
+        /// for the convergence barrier. Until it lands nothing collects, so this
+        /// stays off and the summary only reports the tombstones left.
+        public var requiresCollection = false
 
         public init() {}
     }
@@ -37,7 +41,10 @@ public struct SimulationRun {
         public var devices: [String] = []
         public var endTime: Int64 = 0
 
-        public var failed: Bool { resurrections > 0 || lostWrites > 0 || convergenceMilliseconds == nil }
+        /// G4 failed: tombstones were left although collection was required.
+        public var uncollected = false
+
+        public var failed: Bool { resurrections > 0 || lostWrites > 0 || convergenceMilliseconds == nil || uncollected }
     }
 
     public static func run(seed: UInt64, options: Options) throws -> Outcome {
@@ -101,6 +108,11 @@ public struct SimulationRun {
                 simulation.revoke(target)
                 backups[target] = nil
                 simulation.count("revoke")
+            case .storage:
+                // A failed SQLite step a little later: a write refused, or a
+                // reconcile rolled back mid-apply.
+                let fault = StorageFault.allCases.randomElement(using: &random)!
+                simulation.failStorage(active.randomElement(using: &random)!, with: fault, afterSteps: Int(random.value(in: 0...40)))
             case nil:
                 break
             }
@@ -125,6 +137,10 @@ public struct SimulationRun {
         outcome.lostWrites = simulation.oracle.lostWrites
         outcome.findings += simulation.oracle.findings
         outcome.tombstonesLeft = simulation.totalTombstones()
+        if options.requiresCollection && outcome.tombstonesLeft > 0 {
+            outcome.uncollected = true
+            outcome.findings.append("G4: \(outcome.tombstonesLeft) tombstones left after everyone was reachable")
+        }
         outcome.eventLogHash = simulation.eventLogHash
         outcome.timeline = simulation.timeline
         outcome.devices = Array(Set(simulation.timeline.compactMap(\.device))).sorted()

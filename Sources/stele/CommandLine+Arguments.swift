@@ -1,3 +1,5 @@
+import SteleSimulator
+
 /// A usage error: a wrong flag, a missing argument. Printed with the command's
 /// usage line; the process exits with status 2.
 struct UsageError: Error {
@@ -34,7 +36,7 @@ struct ParsedArguments {
                 } else {
                     let known = knownFlags.union(knownOptions)
                     var message = "unknown option '\(argument)'"
-                    if let suggestion = closest(argument, in: known) { message += "; did you mean '\(suggestion)'?" }
+                    if let suggestion = Spelling.closest(argument, in: known) { message += "; did you mean '\(suggestion)'?" }
                     throw UsageError(message: message, usage: usage)
                 }
             } else {
@@ -44,30 +46,4 @@ struct ParsedArguments {
     }
 
     func has(_ flag: String) -> Bool { flags.contains(flag) }
-}
-
-/// The known word within edit distance 2 of `word`, if any.
-func closest(_ word: String, in candidates: some Collection<String>) -> String? {
-    var best: (word: String, distance: Int)?
-    for candidate in candidates.sorted() {
-        let distance = editDistance(word, candidate)
-        if distance <= 2 && distance < (best?.distance ?? Int.max) { best = (candidate, distance) }
-    }
-    return best?.word
-}
-
-func editDistance(_ a: String, _ b: String) -> Int {
-    let a = Array(a)
-    let b = Array(b)
-    if a.isEmpty { return b.count }
-    if b.isEmpty { return a.count }
-    var previous = Array(0...b.count)
-    for i in 1...a.count {
-        var current = [i] + Array(repeating: 0, count: b.count)
-        for j in 1...b.count {
-            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
-        }
-        previous = current
-    }
-    return previous[b.count]
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Stele
+import SteleSimulator
 
 /// The `stele` command line (DESIGN §10): thin; it parses, calls the libraries, prints.
 struct Command {
@@ -12,7 +13,9 @@ struct Command {
 @MainActor
 func main() -> Int32 {
     let commands = [
-        Command(name: "demo", summary: "a narrated story of deletes that stay deleted, on two devices' stores", usage: DemoCommand.usage, run: DemoCommand.run),
+        Command(name: "demo", summary: "a narrated story: three devices, an offline week, a restore from backup", usage: DemoCommand.usage, run: DemoCommand.run),
+        Command(name: "scenario", summary: "run scenario files (SCENARIOS.md) in the simulator", usage: ScenarioCommand.usage, run: ScenarioCommand.run),
+        Command(name: "simulate", summary: "randomized fleets with faults, checked by the oracle; a failure names its seed", usage: SimulateCommand.usage, run: SimulateCommand.run),
         Command(name: "inspect", summary: "show a store's account, device, generation and namespaces (read-only)", usage: InspectCommand.usage, run: InspectCommand.run),
         Command(name: "bench", summary: "run the benchmark suite: figures as ratios to baselines run alongside", usage: BenchCommand.usage, run: BenchCommand.run),
     ]
@@ -37,7 +40,7 @@ func main() -> Int32 {
     }
     guard let command = commands.first(where: { $0.name == name }) else {
         var message = "stele: unknown command '\(name)'"
-        if let suggestion = closest(name, in: commands.map(\.name)) { message += "; did you mean '\(suggestion)'?" }
+        if let suggestion = Spelling.closest(name, in: commands.map(\.name)) { message += "; did you mean '\(suggestion)'?" }
         printError(message + "\n\n" + generalUsage)
         return 2
     }
@@ -54,6 +57,8 @@ func main() -> Int32 {
     } catch let error as InputError {
         printError("stele \(name): \(error.message)")
         return 2
+    } catch let status as ExitStatus {
+        return status.code
     } catch {
         printError("stele \(name): \(error)")
         return 1

@@ -20,7 +20,9 @@ import TestSupport
         return URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug/stele")
     }
 
-    static func stele(_ arguments: String...) throws -> Run {
+    static func stele(_ arguments: String...) throws -> Run { try stele(arguments) }
+
+    static func stele(_ arguments: [String]) throws -> Run {
         let process = Process()
         process.executableURL = binary
         process.arguments = arguments
@@ -169,5 +171,80 @@ import TestSupport
         let ratio = try #require(put["ratio"] as? Double)
         #expect(abs(ratio - value / baseline) < 1e-9)
         #expect(figures.first { $0["name"] as? String == "local.tombstone_bytes" }?["baseline"] == nil)
+    }
+
+    // MARK: - scenario and simulate
+
+    static func scenarioFile(_ directory: TemporaryDirectory, _ name: String, _ text: String) throws -> String {
+        let path = directory.file(name)
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    @Test func scenarioPassesAndFailsWithTheLineAndSeed() throws {
+        let directory = try TemporaryDirectory()
+        let good = try Self.scenarioFile(directory, "good.scenario", "fleet a b\nnamespace n causal\na put n k \"1\"\nsync\nexpect all n k = \"1\"\n")
+        let bad = try Self.scenarioFile(directory, "bad.scenario", "fleet a b\nnamespace n causal\na put n k \"1\"\nsync\nexpect b n k absent\n")
+        let pass = try Self.stele("scenario", good)
+        #expect(pass.status == 0, "\(pass.error)")
+        #expect(pass.output.contains("PASS \(good) (5 statements, seed 0)"))
+
+        let fail = try Self.stele("scenario", good, bad, "--seed", "9")
+        #expect(fail.status == 1)
+        #expect(fail.output.contains("PASS \(good)"))
+        #expect(fail.error.contains("FAIL \(bad):5: expect b n k absent"), "\(fail.error)")
+        #expect(fail.error.contains("expected: b reads k as absent"))
+        #expect(fail.error.contains("found:    b reads \"1\""))
+        #expect(fail.error.contains("seed:     9"))
+    }
+
+    @Test func aScenarioTypoIsReportedBeforeAnyFileRuns() throws {
+        let directory = try TemporaryDirectory()
+        let good = try Self.scenarioFile(directory, "good.scenario", "fleet a b\nsync\n")
+        let typo = try Self.scenarioFile(directory, "typo.scenario", "fleet a b\n\nsnyc\n")
+        let run = try Self.stele("scenario", good, typo)
+        #expect(run.status == 2)
+        #expect(!run.output.contains("PASS"))
+        #expect(run.error.contains("\(typo):3: unknown statement snyc; did you mean 'sync'?"), "\(run.error)")
+
+        let missing = try Self.stele("scenario", directory.file("nowhere.scenario"))
+        #expect(missing.status == 2)
+        #expect(missing.error.contains("cannot read"))
+        #expect(try Self.stele("scenario").status == 2)
+        #expect(try Self.stele("scenario", good, "--seed", "-1").status == 2)
+    }
+
+    @Test func simulateSummarizesAndReplaysASeed() throws {
+        let directory = try TemporaryDirectory()
+        let report = directory.file("timeline.svg")
+        let run = try Self.stele("simulate", "--seed", "3", "--steps", "40", "--devices", "3", "--report", report)
+        #expect(run.status == 0, "\(run.error)")
+        for label in ["runs", "operations", "frames", "faults", "resurrections       0", "lost writes         0", "convergence", "tombstones left", "failures            none"] {
+            #expect(run.output.contains(label), "\(label) missing: \(run.output)")
+        }
+        let svg = try String(contentsOfFile: report, encoding: .utf8)
+        #expect(svg.hasPrefix("<svg"))
+        #expect(svg.contains("d0"))
+
+        let json = try Self.stele("simulate", "--seed", "3", "--steps", "40", "--json")
+        let again = try Self.stele("simulate", "--seed", "3", "--steps", "40", "--json")
+        #expect(json.status == 0)
+        #expect(json.output == again.output, "the same seed ran differently")
+        let summary = try #require(try JSONSerialization.jsonObject(with: Data(json.output.utf8)) as? [String: Any])
+        #expect(summary["runs"] as? Int == 1)
+        #expect(summary["resurrections"] as? Int == 0)
+    }
+
+    @Test func simulateRefusesNonsenseWithUsageAndStatus2() throws {
+        for arguments in [
+            ["--seeds", "0"], ["--seeds", "many"], ["--devices", "-3"], ["--steps", "1e3"], ["--faults", "loss,flood"], ["--seed"],
+            ["--sed", "4"], ["extra.scenario"],
+        ] {
+            let run = try Self.stele(["simulate"] + arguments)
+            #expect(run.status == 2, "\(arguments)")
+            #expect(run.error.contains("usage: stele simulate"), "\(arguments): \(run.error)")
+        }
+        let typo = try Self.stele("simulate", "--faults", "los")
+        #expect(typo.error.contains("unknown fault 'los'; did you mean 'loss'?"))
     }
 }

@@ -38,6 +38,26 @@ import Testing
         #expect(faults.pendingRules == 0)
     }
 
+    @Test func aPausedPlanLetsCallsThroughWithoutCountingThem() throws {
+        let connection = try table()
+        let faults = SQLiteFaultPlan()
+        faults.fail(.step, with: .ioError, after: 1)
+        connection.faults = faults
+        faults.pause()
+        faults.pause()
+        for value in 1...3 { try connection.execute("INSERT INTO t VALUES (?)", [.integer(Int64(value))]) }
+        faults.resume()
+        // Still paused once: nested pauses need as many resumes.
+        try connection.execute("INSERT INTO t VALUES (4)")
+        faults.resume()
+        #expect(faults.fired == 0)
+        // The paused calls did not count toward `after`: one call through, then the failure.
+        try connection.execute("INSERT INTO t VALUES (5)")
+        #expect(throws: SQLiteError.self) { try connection.execute("INSERT INTO t VALUES (6)") }
+        #expect(faults.fired == 1)
+        #expect(try connection.scalarInt("SELECT count(*) FROM t") == 5)
+    }
+
     @Test func aRuleCanFailSeveralCallsInARow() throws {
         let connection = try table()
         let faults = SQLiteFaultPlan()

@@ -26,4 +26,7 @@ extension Replica {
         plan.fail(.step, with: fault.resultCode, after: afterSteps)
         faults = plan
     }
+
+    /// How many forced storage faults have fired on this replica.
+    public var storageFaultsFired: Int { faults?.fired ?? 0 }
 }

@@ -131,8 +131,17 @@ struct ParseState {
     var devices: Set<String> = []
     var namespaces: [String: ScenarioKind] = [:]
     var hasFleet = false
+    var backups: Set<String> = []
 
     init(file: String) { self.file = file }
+
+    /// Every statement keyword, for suggestions.
+    static let keywords = [
+        "fleet", "namespace", "join", "revoke", "offline", "online", "partition", "heal", "network", "sync", "advance", "gc",
+        "backup", "restore", "crash", "anchor", "skew", "storage", "expect",
+    ]
+    /// Every word that can follow `expect D` or `expect`, for suggestions.
+    static let expectWords = ["converged", "resurrections", "lost-writes", "all", "tombstones", "generation", "status", "gc", "conflict", "stored", "message", "refused", "storage"]
 
     mutating func statement(_ tokens: [Token]) throws -> Statement {
         let words = tokens.map(\.text)
@@ -152,7 +161,7 @@ struct ParseState {
             try arity(words, 3, "namespace NS KIND")
             try checkName(words[1], "namespace")
             guard let kind = ScenarioKind(rawValue: words[2]) else {
-                throw Message("unknown kind \(words[2]); use causal, lww, log, messages, local or appendOnly")
+                throw Message("unknown kind \(words[2])" + Spelling.hint(words[2], in: ScenarioKind.allCases.map(\.rawValue)) + "; use causal, lww, log, messages, local or appendOnly")
             }
             guard namespaces[words[1]] == nil else { throw Message("namespace \(words[1]) is declared twice") }
             namespaces[words[1]] = kind
@@ -200,11 +209,13 @@ struct ParseState {
             guard words[2] == "as" else { throw Message("write: backup D as NAME") }
             try device(words[1])
             try checkName(words[3], "backup")
+            backups.insert(words[3])
             return .backup(device: words[1], label: words[3])
         case "restore":
             try arity(words, 4, "restore D from NAME")
             guard words[2] == "from" else { throw Message("write: restore D from NAME") }
             try device(words[1])
+            guard backups.contains(words[3]) else { throw Message("no backup named \(words[3]) above; take it first with backup D as \(words[3])") }
             return .restore(device: words[1], label: words[3])
         case "crash":
             try arity(words, 2, "crash D")
@@ -232,7 +243,7 @@ struct ParseState {
             if words.count >= 2, ["put", "delete", "append", "bury", "post", "edit", "unsend", "react", "unreact"].contains(words[1]) {
                 throw Message("unknown device \(keyword); declare it with fleet or join first")
             }
-            throw Message("unknown statement \(keyword)")
+            throw Message("unknown statement \(keyword)" + Spelling.hint(keyword, in: ParseState.keywords + devices))
         }
     }
 
@@ -276,7 +287,8 @@ struct ParseState {
             try namespace(words[2], kinds: [.messages])
             return .message(device: name, words[1] == "react" ? .react(namespace: words[2], message: words[3], emoji: words[4]) : .unreact(namespace: words[2], message: words[3], emoji: words[4]))
         default:
-            throw Message("unknown action \(words[1]) for device \(name); use put, delete, append, bury, post, edit, unsend, react or unreact")
+            let actions = ["put", "delete", "append", "bury", "post", "edit", "unsend", "react", "unreact"]
+            throw Message("unknown action \(words[1]) for device \(name)" + Spelling.hint(words[1], in: actions) + "; use \(actions.joined(separator: ", "))")
         }
     }
 
@@ -323,14 +335,21 @@ struct ParseState {
             let count = try number(words[2])
             return words[1] == "resurrections" ? .resurrections(count) : .lostWrites(count)
         case "all":
-            guard words.count >= 5 else { throw Message("write: expect all NS KEY = VALUE, or expect all NS KEY absent") }
+            guard words.count >= 5 else { throw Message("write: expect all NS KEY = VALUE, expect all NS KEY absent, or expect all NS GROUP empty") }
+            if namespaces[words[2]] == .log {
+                // SCENARIOS.md's own example writes `expect all memory c1 empty`.
+                guard words.count == 5, words[4] == "empty", !tokens[4].quoted else { throw Message("for a log namespace write: expect all NS GROUP empty") }
+                return .groupEmpty(.all, namespace: words[2], group: words[3])
+            }
             try namespace(words[2], kinds: [.causal, .lww, .appendOnly, .local])
             return .value(.all, namespace: words[2], key: words[3], value: try valueOrAbsent(tokens, from: 4))
         default:
             break
         }
         let name = words[1]
-        try device(name)
+        guard devices.contains(name) else {
+            throw Message("unknown device \(name)" + Spelling.hint(name, in: Array(devices) + ParseState.expectWords) + "; write expect D ..., expect all ..., or expect converged")
+        }
         guard words.count >= 3 else { throw Message("expect \(name) what?") }
         switch words[2] {
         case "tombstones":
@@ -351,6 +370,15 @@ struct ParseState {
             guard words.count >= 6, words[3] == "blocked", words[4] == "by" else { throw Message("write: expect D gc blocked by D2 ...") }
             for other in words[5...] { try device(other) }
             return .gcBlockedBy(device: name, devices: Array(words[5...]))
+        case "refused":
+            // Added: D refused frames from D2, a device not on its roster.
+            try arity(words, 4, "expect D refused D2")
+            try device(words[3])
+            return .refused(device: name, sender: words[3])
+        case "storage":
+            // Added: N forced storage faults have fired on D's store.
+            guard words.count == 5, words[3] == "failed" else { throw Message("write: expect D storage failed N") }
+            return .storageFailed(device: name, count: try number(words[4]))
         case "conflict":
             try arity(words, 5, "expect D conflict NS KEY")
             try namespace(words[3], kinds: [.causal, .lww, .appendOnly])
@@ -372,14 +400,16 @@ struct ParseState {
             return .message(device: name, namespace: words[3], message: words[4], state)
         default:
             let namespaceName = words[2]
-            guard let kind = namespaces[namespaceName] else { throw Message("unknown namespace \(namespaceName); declare it with namespace NS KIND first") }
+            guard let kind = namespaces[namespaceName] else {
+                throw Message("unknown namespace \(namespaceName)" + Spelling.hint(namespaceName, in: namespaces.keys) + "; declare it with namespace NS KIND first")
+            }
             guard words.count >= 5 else { throw Message("expect \(name) \(namespaceName) what?") }
             if words[3] == "count", words.count == 5, !tokens[3].quoted {
                 return .count(device: name, namespace: namespaceName, count: try number(words[4]))
             }
             if kind == .log {
                 guard words.count == 5, words[4] == "empty" else { throw Message("for a log namespace write: expect D NS GROUP empty, or expect D NS count N") }
-                return .groupEmpty(device: name, namespace: namespaceName, group: words[3])
+                return .groupEmpty(.device(name), namespace: namespaceName, group: words[3])
             }
             try namespace(namespaceName, kinds: [.causal, .lww, .appendOnly, .local])
             return .value(.device(name), namespace: namespaceName, key: words[3], value: try valueOrAbsent(tokens, from: 4))
@@ -400,18 +430,20 @@ struct ParseState {
     }
 
     private func device(_ name: String) throws {
-        guard devices.contains(name) else { throw Message("unknown device \(name); declare it with fleet or join first") }
+        guard devices.contains(name) else { throw Message("unknown device \(name)" + Spelling.hint(name, in: devices) + "; declare it with fleet or join first") }
     }
 
     private func namespace(_ name: String, kinds: [ScenarioKind]) throws {
-        guard let kind = namespaces[name] else { throw Message("unknown namespace \(name); declare it with namespace NS KIND first") }
+        guard let kind = namespaces[name] else { throw Message("unknown namespace \(name)" + Spelling.hint(name, in: namespaces.keys) + "; declare it with namespace NS KIND first") }
         guard kinds.contains(kind) else {
             throw Message("namespace \(name) is \(kind.rawValue); this statement needs \(kinds.map(\.rawValue).joined(separator: " or "))")
         }
     }
 
     private func key(_ token: Token) throws {
-        guard token.quoted || ScenarioParser.isName(token.text) else { throw Message("\(token.text) is not a name; names are letters, digits, -, _ and .") }
+        // SCENARIOS.md: keys and groups are names, bare words.
+        guard !token.quoted else { throw Message("a key is a bare word, not a quoted value: letters, digits, -, _ and .") }
+        guard ScenarioParser.isName(token.text) else { throw Message("\(token.text) is not a name; names are letters, digits, -, _ and .") }
     }
 
     private func checkName(_ name: String, _ what: String) throws {

@@ -113,7 +113,7 @@ public final class ScenarioRunner {
         case let .storageFault(device, fault):
             simulation.failStorage(device, with: fault)
         case .expect(let expectation):
-            try check(expectation)
+            try simulation.observing { try check(expectation) }
         }
     }
 
@@ -138,24 +138,29 @@ public final class ScenarioRunner {
         bytes.map { "\"\(String(decoding: $0, as: UTF8.self))\"" } ?? "absent"
     }
 
+    /// `all` is every device on the roster, online or not (SCENARIOS.md).
+    private func names(_ target: Expectation.Target) -> [String] {
+        switch target {
+        case .device(let name): [name]
+        case .all: simulation.devices.map(\.name)
+        }
+    }
+
     private func check(_ expectation: Expectation) throws {
         switch expectation {
         case let .value(target, namespace, key, value):
-            let names: [String]
-            switch target {
-            case .device(let name): names = [name]
-            case .all: names = simulation.devices.map(\.name)
-            }
             let wanted = value.map { Array($0.utf8) }
-            for name in names {
+            for name in names(target) {
                 let found = try read(try replica(name), namespace, key)
                 guard found == wanted else {
                     throw Failure(expected: "\(name) reads \(key) as \(show(wanted))", found: "\(name) reads \(show(found))")
                 }
             }
-        case let .groupEmpty(device, namespace, group):
-            let live = try replica(device).log(namespace).live(group: group)
-            guard live.isEmpty else { throw Failure(expected: "no live event in \(group)", found: "\(live.count) live events") }
+        case let .groupEmpty(target, namespace, group):
+            for name in names(target) {
+                let live = try replica(name).log(namespace).live(group: group)
+                guard live.isEmpty else { throw Failure(expected: "no live event in \(group) on \(name)", found: "\(live.count) live events on \(name)") }
+            }
         case let .count(device, namespace, count):
             let store = try replica(device)
             let found: Int =
@@ -190,6 +195,16 @@ public final class ScenarioRunner {
             guard found.conflicts.contains(where: { $0.namespace == namespace && $0.key == key }) else {
                 throw Failure(expected: "a conflict reported for \(key)", found: found.conflicts.isEmpty ? "no conflict" : "conflicts for \(found.conflicts.map(\.key))")
             }
+        case let .refused(device, sender):
+            guard let receiver = simulation.device(device), let other = simulation.device(sender) else {
+                throw Failure(expected: "devices \(device) and \(sender)", found: "not in this simulation")
+            }
+            guard receiver.refusedSenders.contains(other.id) else {
+                throw Failure(expected: "\(device) refused frames from \(sender)", found: "it refused none")
+            }
+        case let .storageFailed(device, count):
+            guard let found = simulation.device(device)?.storageFaultsFired else { throw Failure(expected: "device \(device)", found: "not in this simulation") }
+            guard found == count else { throw Failure(expected: "\(count) storage faults fired on \(device)", found: "\(found)") }
         case .converged:
             let online = simulation.devices.filter(\.isOnline)
             guard let first = online.first else { return }

@@ -77,7 +77,7 @@ public enum Expectation: Sendable, Equatable {
 
     /// `expect D NS KEY = VALUE` (`nil`: `absent`), or `expect all ...`.
     case value(Target, namespace: String, key: String, value: String?)
-    case groupEmpty(device: String, namespace: String, group: String)
+    case groupEmpty(Target, namespace: String, group: String)
     case count(device: String, namespace: String, count: Int)
     case stored(device: String, namespace: String, group: String, count: Int)
     case message(device: String, namespace: String, message: String, MessageState)
@@ -86,6 +86,10 @@ public enum Expectation: Sendable, Equatable {
     case status(device: String, state: String)
     case gcBlockedBy(device: String, devices: [String])
     case conflict(device: String, namespace: String, key: String)
+    /// Added: `expect D refused D2`, D refused frames from D2 (not on its roster).
+    case refused(device: String, sender: String)
+    /// Added: `expect D storage failed N`, N forced storage faults fired on D's store.
+    case storageFailed(device: String, count: Int)
     case converged
     case resurrections(Int)
     case lostWrites(Int)

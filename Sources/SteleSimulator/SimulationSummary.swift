@@ -1,0 +1,65 @@
+/// The totals of many runs, as `stele simulate` prints them.
+public struct SimulationSummary: Sendable, Codable {
+    public var runs = 0
+    public var operations = 0
+    public var deletes = 0
+    public var frames = 0
+    public var faults: [String: Int] = [:]
+    public var resurrections = 0
+    public var lostWrites = 0
+    public var tombstonesLeft = 0
+    public var convergenceP50Milliseconds: Int64?
+    public var convergenceP99Milliseconds: Int64?
+    /// Seeds whose run broke a guarantee or did not converge, with the first finding.
+    public var failures: [Failure] = []
+
+    public struct Failure: Sendable, Codable {
+        public let seed: UInt64
+        public let finding: String
+    }
+
+    public init() {}
+
+    public init(_ outcomes: [SimulationRun.Outcome]) {
+        runs = outcomes.count
+        var times: [Int64] = []
+        for outcome in outcomes {
+            operations += outcome.operations
+            deletes += outcome.deletes
+            frames += outcome.frames
+            for (kind, count) in outcome.faults { faults[kind, default: 0] += count }
+            resurrections += outcome.resurrections
+            lostWrites += outcome.lostWrites
+            tombstonesLeft += outcome.tombstonesLeft
+            if let time = outcome.convergenceMilliseconds { times.append(time) }
+            if outcome.failed { failures.append(Failure(seed: outcome.seed, finding: outcome.findings.first ?? "broke a guarantee")) }
+        }
+        times.sort()
+        if !times.isEmpty {
+            convergenceP50Milliseconds = times[times.count / 2]
+            convergenceP99Milliseconds = times[min(times.count - 1, times.count * 99 / 100)]
+        }
+    }
+
+    /// The summary as text.
+    public var lines: [String] {
+        func seconds(_ milliseconds: Int64?) -> String { milliseconds.map { String(format: "%.1f s", Double($0) / 1_000) } ?? "-" }
+        var lines = [
+            "runs                \(runs)",
+            "operations          \(operations) (\(deletes) deletes)",
+            "frames              \(frames)",
+            "faults              " + (faults.isEmpty ? "none" : faults.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")),
+            "resurrections       \(resurrections)",
+            "lost writes         \(lostWrites)",
+            "convergence         p50 \(seconds(convergenceP50Milliseconds)), p99 \(seconds(convergenceP99Milliseconds)) (virtual, after healing)",
+            "tombstones left     \(tombstonesLeft) (kept until tombstone collection lands)",
+        ]
+        if failures.isEmpty {
+            lines.append("failures            none")
+        } else {
+            lines.append("failures            \(failures.count):")
+            for failure in failures.prefix(20) { lines.append("  seed \(failure.seed): \(failure.finding)") }
+        }
+        return lines
+    }
+}

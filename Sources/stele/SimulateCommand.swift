@@ -1,0 +1,94 @@
+import Foundation
+import SteleSimulator
+
+/// `stele simulate`: randomized runs with faults, then healing, checked by the
+/// oracle. Exit 1 if any run broke a guarantee or did not converge.
+enum SimulateCommand {
+    static let usage = """
+        usage: stele simulate [--seed S] [--seeds N] [--devices K] [--steps M] [--faults LIST] [--report FILE.svg] [--json]
+          --seed S      the (base) seed; alone, one run, replayable bit for bit (default 1)
+          --seeds N     N runs, seeds S, S+1, ...
+          --devices K   devices per run (default 3)
+          --steps M     writes in the fault phase (default 200)
+          --faults LIST comma-separated: \(SimulationRun.Fault.allCases.map(\.rawValue).joined(separator: ",")), or all, or none (default all)
+          --report F    an SVG timeline of the first failing run (or of the run, with one seed)
+        """
+
+    static func run(_ arguments: [String]) throws {
+        let parsed = try ParsedArguments(
+            arguments, flags: ["--json"], options: ["--seed", "--seeds", "--devices", "--steps", "--faults", "--report"], usage: usage)
+        guard parsed.positionals.isEmpty else { throw UsageError(message: "simulate takes no file; did you mean stele scenario?", usage: usage) }
+        let base = try parseSeed(parsed.options["--seed"], usage: usage) ?? 1
+        let count = try positive(parsed.options["--seeds"], "--seeds", default: 1, limit: 1_000_000)
+        var options = SimulationRun.Options()
+        options.devices = try positive(parsed.options["--devices"], "--devices", default: 3, limit: 50)
+        options.steps = try positive(parsed.options["--steps"], "--steps", default: 200, limit: 10_000_000)
+        if let list = parsed.options["--faults"] { options.faults = try faults(list) }
+
+        let interactive = isatty(STDERR_FILENO) == 1
+        var outcomes: [SimulationRun.Outcome] = []
+        var lastLine = -1
+        for index in 0..<count {
+            let seed = base &+ UInt64(index)
+            outcomes.append(try SimulationRun.run(seed: seed, options: options))
+            progress(index + 1, of: count, failures: outcomes.filter(\.failed).count, interactive: interactive, lastLine: &lastLine)
+        }
+        if interactive { FileHandle.standardError.write(Data("\n".utf8)) }
+        let summary = SimulationSummary(outcomes)
+        if parsed.has("--json") {
+            print(try jsonText(summary))
+        } else {
+            for line in summary.lines { print(line) }
+        }
+        if let path = parsed.options["--report"], let chosen = outcomes.first(where: \.failed) ?? outcomes.first {
+            do {
+                try TimelineReport.svg(chosen).write(toFile: path, atomically: true, encoding: .utf8)
+                if !parsed.has("--json") { print("report              \(path) (seed \(chosen.seed))") }
+            } catch {
+                throw InputError(message: "cannot write the report to \(path): \(error.localizedDescription)")
+            }
+        }
+        if !summary.failures.isEmpty {
+            printError("stele simulate: \(summary.failures.count) of \(count) runs broke a guarantee; replay one with --seed \(summary.failures[0].seed)")
+            throw ExitStatus(code: 1)
+        }
+    }
+
+    private static func progress(_ done: Int, of total: Int, failures: Int, interactive: Bool, lastLine: inout Int) {
+        if interactive {
+            let width = 30
+            let filled = width * done / total
+            let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
+            FileHandle.standardError.write(Data("\r[\(bar)] \(done)/\(total) runs, \(failures) failed".utf8))
+        } else {
+            // Plain lines, one per tenth, for logs.
+            let tenth = done * 10 / total
+            guard tenth != lastLine else { return }
+            lastLine = tenth
+            FileHandle.standardError.write(Data("simulate: \(done)/\(total) runs, \(failures) failed\n".utf8))
+        }
+    }
+
+    private static func positive(_ text: String?, _ flag: String, default value: Int, limit: Int) throws -> Int {
+        guard let text else { return value }
+        guard let number = Int(text), number >= 1, number <= limit else {
+            throw UsageError(message: "\(flag) needs a whole number from 1 to \(limit), got \(text)", usage: usage)
+        }
+        return number
+    }
+
+    private static func faults(_ list: String) throws -> Set<SimulationRun.Fault> {
+        if list == "all" { return Set(SimulationRun.Fault.allCases) }
+        if list == "none" { return [] }
+        var faults: Set<SimulationRun.Fault> = []
+        for name in list.split(separator: ",").map(String.init) {
+            guard let fault = SimulationRun.Fault(rawValue: name) else {
+                var message = "unknown fault '\(name)'"
+                if let suggestion = Spelling.closest(name, in: SimulationRun.Fault.allCases.map(\.rawValue)) { message += "; did you mean '\(suggestion)'?" }
+                throw UsageError(message: message, usage: usage)
+            }
+            faults.insert(fault)
+        }
+        return faults
+    }
+}

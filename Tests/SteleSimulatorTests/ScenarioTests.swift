@@ -1,0 +1,317 @@
+import Foundation
+import Testing
+@testable import SteleSimulator
+
+/// The scenario language (SCENARIOS.md): every shipped scenario passes under
+/// several seeds, every kind of bad input is a parse error naming its line, and
+/// a failing expectation says where, what and with which seed.
+@Suite struct ScenarioTests {
+    static let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Scenarios")
+
+    static var files: [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).filter { $0.hasSuffix(".scenario") }.sorted()
+    }
+
+    @Test func theSeedsTracesAreShipped() {
+        // The issue's minimum: 000 §1, §3 both orders, §5 both cases, and a restore story.
+        for name in [
+            "000-1-deleted-conversation", "000-3-tombstone-arrives-first", "000-3-event-arrives-first", "000-5-delete-saw-the-edit",
+            "000-5-delete-raced-the-edit", "restore-from-backup",
+        ] {
+            #expect(Self.files.contains("\(name).scenario"), "\(name) is missing")
+        }
+    }
+
+    @Test(arguments: files)
+    func everyShippedScenarioPasses(file: String) throws {
+        let text = try String(contentsOf: Self.directory.appendingPathComponent(file), encoding: .utf8)
+        let scenario = try ScenarioParser.parse(text, file: file)
+        for seed: UInt64 in [0, 1, 2] {
+            let runner = try ScenarioRunner(scenario: scenario, seed: seed)
+            do {
+                try runner.run()
+            } catch let failure as ScenarioFailure {
+                Issue.record("\(failure)")
+            }
+        }
+    }
+
+    // MARK: - Parsing
+
+    @Test func theSpecsExampleParsesAndPasses() throws {
+        let text = """
+            # 000 §1: the phone deletes a conversation while the iPad sleeps.
+            fleet phone ipad
+            namespace memory log
+            phone append memory c1 "hello"
+            phone append memory c1 "how are you"
+            sync
+            offline ipad
+            phone bury memory c1
+            online ipad
+            sync
+            expect all memory c1 empty
+            expect ipad stored memory c1 0
+            expect resurrections 0
+            """
+        let scenario = try ScenarioParser.parse(text)
+        #expect(scenario.lines.count == 12)
+        #expect(scenario.lines[0].number == 2)
+        try ScenarioRunner(scenario: scenario).run()
+    }
+
+    @Test func everyFleetStatementAndExpectationParses() throws {
+        let text = """
+            fleet a b c
+            namespace notes causal
+            namespace flags lww
+            namespace memory log
+            namespace chat messages
+            namespace cache local
+            join d
+            revoke d
+            a put notes k "buy \\"milk\\" \\\\ now"
+            a delete notes k
+            a append memory g hello
+            a bury memory g
+            a post chat m1 "hi there"
+            a edit chat m1 "hi"
+            a unsend chat m1 me
+            a unsend chat m1 everyone
+            a react chat m1 👍
+            a unreact chat m1 👍
+            offline a b
+            online a b
+            partition a / b c
+            heal
+            network loss 10
+            network duplicate 5%
+            network delay 10ms 2s
+            sync
+            advance 30d
+            gc off
+            gc on
+            backup a as monday
+            restore a from monday
+            crash a
+            anchor down
+            anchor up
+            anchor fail next write
+            anchor delay next write 15s
+            expect a notes k = "v"
+            expect a notes k absent
+            expect all notes k = "v"
+            expect all notes k absent
+            expect a memory g empty
+            expect all memory g empty
+            expect a notes count 3
+            expect a stored memory g 2
+            expect a message chat m1 = "hi"
+            expect a message chat m1 deleted
+            expect a message chat m1 absent
+            expect a tombstones notes 1
+            expect a tombstones 4
+            expect a generation 0
+            expect a status current
+            expect a gc blocked by b c
+            expect a conflict notes k
+            expect converged
+            expect resurrections 0
+            expect lost-writes 0
+            """
+        let scenario = try ScenarioParser.parse(text)
+        #expect(scenario.lines.count == 56)
+        #expect(scenario.lines[8].statement == .operation(device: "a", .put(namespace: "notes", key: "k", value: "buy \"milk\" \\ now")))
+        #expect(scenario.lines[20].statement == .partition(["a"], ["b", "c"]))
+        #expect(scenario.lines[24].statement == .networkDelay(min: 10, max: 2_000))
+        #expect(scenario.lines[26].statement == .advance(30 * 86_400_000))
+        #expect(scenario.lines[35].statement == .anchor(.delayNextWrite(15_000)))
+        #expect(scenario.lines[51].statement == .expect(.gcBlockedBy(device: "a", devices: ["b", "c"])))
+    }
+
+    /// (scenario text, the line the error names, a fragment of its message)
+    static let badScenarios: [(String, Int, String)] = [
+        ("fleet a b\nfrobnicate a", 2, "unknown statement frobnicate"),
+        ("fleet a b\nnamespace n causal\nsync\npartiton a / b", 4, "unknown statement partiton; did you mean 'partition'?"),
+        ("fleet a b\nnamespace notes causal\na put notes k", 3, "write D put NS KEY VALUE"),
+        ("fleet a b\nnamespace notes causal\nc put notes k v", 3, "unknown device c"),
+        ("fleet a b\nnamespace notes causal\na put note k v", 3, "unknown namespace note; did you mean 'notes'?"),
+        ("fleet a\na put notes k v", 2, "unknown namespace notes"),
+        ("fleet a\nadvance 10x", 2, "10x is not a duration"),
+        ("fleet a\nadvance 10", 2, "10 is not a duration"),
+        ("fleet a\nnamespace n causal\na put n k \"open", 3, "a quoted value is not closed"),
+        ("fleet a\nnamespace n causal\na put n k \"a\\nb\"", 3, "a backslash escapes only"),
+        ("fleet a\nnamespace m log\na put m k v", 3, "namespace m is log"),
+        ("fleet a\nnamespace n causal\nrestore a from monday", 3, "no backup named monday"),
+        ("fleet a\nnamespace n causal\nexpect convergd", 3, "did you mean 'converged'?"),
+        ("fleet a\nnamespace n causal\na pt n k v", 3, "unknown action pt for device a; did you mean 'put'?"),
+        ("fleet a\nnamespace n cuasal", 2, "unknown kind cuasal; did you mean 'causal'?"),
+        ("fleet a b\npartition a b", 2, "partition needs two sides"),
+        ("fleet a b\npartition a / a b", 2, "both sides"),
+        ("fleet a\nnetwork loss 150", 2, "not a percentage"),
+        ("fleet a\nnetwork delay 2s 1s", 2, "minimum is above its maximum"),
+        ("fleet a\nfleet b", 2, "a scenario has one fleet"),
+        ("fleet a a", 1, "device a is named twice"),
+        ("fleet a\njoin a", 2, "already on the roster"),
+        ("fleet a\nnamespace n causal\nnamespace n lww", 3, "declared twice"),
+        ("fleet a\ngc maybe", 2, "gc takes on or off"),
+        ("fleet a\nexpect a status sleepy", 2, "unknown status sleepy"),
+        ("fleet a\nnamespace n causal\nexpect a n k == v", 3, "end with = VALUE or absent"),
+        ("fleet a\nnamespace n causal\nexpect a n count many", 3, "many is not a count"),
+        ("fleet a\nhub", 2, "hub statements come with the hub"),
+        ("fleet a\nclient c", 2, "hub statements come with the hub"),
+        ("fleet a\nanchor sideways", 2, "anchor down, anchor up"),
+        ("fleet a\nstorage a fail melted", 2, "storage D fail busy|ioerr|full"),
+        ("fleet a\nskew a 5", 2, "5 is not a duration"),
+        ("fleet a\nnamespace n causal\na put n \"\" v", 3, "quoted"),
+        ("fleet a\nnamespace n causal\na put n bad/key v", 3, "bad/key is not a name"),
+        ("fleet a\nnamespace m log\nexpect a m g full", 3, "expect D NS GROUP empty"),
+        ("fleet a\nnamespace m messages\na unsend m x someone", 3, "unsend takes me or everyone"),
+    ]
+
+    @Test(arguments: badScenarios.indices)
+    func badInputIsAParseErrorNamingTheLine(index: Int) {
+        let (text, line, fragment) = Self.badScenarios[index]
+        do {
+            _ = try ScenarioParser.parse(text, file: "bad.scenario")
+            Issue.record("parsed: \(text)")
+        } catch let error as ScenarioParseError {
+            #expect(error.line == line, "\(error)")
+            #expect(error.file == "bad.scenario")
+            #expect(error.description.contains(fragment), "\(error)")
+            #expect(error.description.hasPrefix("bad.scenario:\(line): "))
+        } catch {
+            Issue.record("unexpected \(error)")
+        }
+    }
+
+    @Test func aParseErrorStopsTheFileBeforeAnythingRuns() {
+        // Line 3 would run (and fail); line 5 is a typo: the typo is what is reported.
+        let text = "fleet a b\nnamespace n causal\nexpect a n k = \"never\"\nsync\nsnyc"
+        #expect(throws: ScenarioParseError.self) { try ScenarioParser.parse(text) }
+    }
+
+    // MARK: - Running
+
+    @Test func aFailingExpectationNamesTheFileLineStatementValuesAndSeed() throws {
+        let text = """
+            fleet a b
+            namespace notes causal
+            a put notes k "1"
+            sync
+            expect b notes k = "2"
+            """
+        let runner = try ScenarioRunner(scenario: try ScenarioParser.parse(text, file: "wrong.scenario"), seed: 77)
+        do {
+            try runner.run()
+            Issue.record("a false expectation passed")
+        } catch let failure as ScenarioFailure {
+            #expect(failure.file == "wrong.scenario")
+            #expect(failure.line == 5)
+            #expect(failure.text == "expect b notes k = \"2\"")
+            #expect(failure.expected == "b reads k as \"2\"")
+            #expect(failure.found == "b reads \"1\"")
+            #expect(failure.seed == 77)
+            #expect(failure.description.contains("FAIL wrong.scenario:5: expect b notes k = \"2\""))
+        }
+    }
+
+    /// Each expectation can fail: a false claim of every form is caught.
+    @Test(arguments: [
+        "expect a notes k absent",
+        "expect all notes gone = \"x\"",
+        "expect a notes count 2",
+        "expect a memory g empty",
+        "expect a stored memory g 0",
+        "expect a tombstones notes 0",
+        "expect a tombstones 0",
+        "expect a generation 1",
+        "expect a status behind",
+        "expect a conflict notes k",
+        "expect a refused b",
+        "expect a storage failed 1",
+        "expect resurrections 1",
+        "expect lost-writes 1",
+        "expect a gc blocked by b",
+    ])
+    func aFalseExpectationFails(claim: String) throws {
+        let text = """
+            fleet a b
+            namespace notes causal
+            namespace memory log
+            a put notes k "1"
+            a put notes gone "1"
+            a delete notes gone
+            a append memory g "e"
+            sync
+            \(claim)
+            """
+        let runner = try ScenarioRunner(scenario: try ScenarioParser.parse(text))
+        #expect(throws: ScenarioFailure.self, "\(claim)") { try runner.run() }
+    }
+
+    @Test func expectConvergedFailsWhileDevicesDiffer() throws {
+        let text = """
+            fleet a b
+            namespace notes causal
+            partition a / b
+            a put notes k "1"
+            expect converged
+            """
+        let runner = try ScenarioRunner(scenario: try ScenarioParser.parse(text))
+        #expect(throws: ScenarioFailure.self) { try runner.run() }
+    }
+
+    @Test func aSyncThatCannotSettleFailsNamingWhatStillMoves() throws {
+        let text = """
+            fleet a b
+            namespace notes causal
+            network loss 100
+            a put notes k "1"
+            sync
+            """
+        let runner = try ScenarioRunner(scenario: try ScenarioParser.parse(text))
+        do {
+            try runner.run()
+            Issue.record("a fleet that cannot talk settled")
+        } catch let failure as ScenarioFailure {
+            #expect(failure.line == 5)
+            #expect(failure.found.contains("a and b still differ"), "\(failure)")
+        }
+    }
+
+    @Test func allMeansEveryDeviceOnTheRosterOnlineOrNot() throws {
+        let offline = """
+            fleet a b
+            namespace notes causal
+            offline b
+            a put notes k "1"
+            expect all notes k = "1"
+            """
+        #expect(throws: ScenarioFailure.self) { try ScenarioRunner(scenario: try ScenarioParser.parse(offline)).run() }
+        let revoked = """
+            fleet a b
+            namespace notes causal
+            revoke b
+            a put notes k "1"
+            sync
+            expect all notes k = "1"
+            expect b notes k absent
+            """
+        try ScenarioRunner(scenario: try ScenarioParser.parse(revoked)).run()
+    }
+
+    @Test func statementsOfLaterIssuesFailClearlyWhenRun() throws {
+        for (text, fragment) in [
+            ("fleet a\nnamespace chat messages", "messages namespaces come with the messages fold"),
+            ("fleet a\nexpect a gc blocked by a", "not in this build"),
+        ] {
+            do {
+                try ScenarioRunner(scenario: try ScenarioParser.parse(text)).run()
+                Issue.record("ran: \(text)")
+            } catch let failure as ScenarioFailure {
+                #expect(failure.found.contains(fragment), "\(failure)")
+            }
+        }
+    }
+}
