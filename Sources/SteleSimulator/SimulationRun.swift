@@ -40,6 +40,8 @@ public struct SimulationRun {
         public var timeline: [TimelineEntry] = []
         public var devices: [String] = []
         public var endTime: Int64 = 0
+        /// The run as a scenario: `stele scenario FILE --seed S` replays it.
+        public var scenario = ""
 
         /// G4 failed: tombstones were left although collection was required.
         public var uncollected = false
@@ -50,12 +52,16 @@ public struct SimulationRun {
     public static func run(seed: UInt64, options: Options) throws -> Outcome {
         let simulation = try Simulation(seed: seed)
         var random = SplitMix(seed: seed ^ 0x5EED_F00D)
-        for namespace in Workload.namespaces { try simulation.declare(namespace.name, namespace.kind) }
-        var names: [String] = []
-        for index in 0..<options.devices {
-            names.append("d\(index)")
-            try simulation.addDevice("d\(index)")
+        // Every step is also written down as a scenario statement: the run's
+        // transcript replays it under `stele scenario --seed` (DESIGN §9).
+        var transcript = ["# stele simulate --seed \(seed) --devices \(options.devices) --steps \(options.steps): replay with stele scenario FILE --seed \(seed)"]
+        for namespace in Workload.namespaces {
+            try simulation.declare(namespace.name, namespace.kind)
+            transcript.append("namespace \(namespace.name) \(namespace.kind.rawValue)")
         }
+        let names = (0..<options.devices).map { "d\($0)" }
+        for name in names { try simulation.addDevice(name) }
+        transcript.append("fleet " + names.joined(separator: " "))
         var nextDevice = options.devices
         var workload = Workload()
         var backups: [String: String] = [:]
@@ -64,55 +70,81 @@ public struct SimulationRun {
 
         // Fault phase.
         for _ in 0..<options.steps {
-            simulation.advance(byMilliseconds: random.value(in: 10...2_000))
+            let pause = random.value(in: 10...2_000)
+            simulation.advance(byMilliseconds: pause)
+            transcript.append("advance \(pause)ms")
             let active = simulation.devices.map(\.name)
             guard let name = active.randomElement(using: &random) else { break }
-            simulation.perform(name, workload.next(&random))
+            let operation = workload.next(&random)
+            simulation.perform(name, operation)
+            transcript.append("\(name) \(operation)")
             guard random.chance(12) else { continue }
             switch faults.randomElement(using: &random) {
-            case .loss: simulation.network.lossPercent = Double(random.value(in: 5...40))
-            case .dup: simulation.network.duplicatePercent = Double(random.value(in: 5...30))
+            case .loss:
+                let percent = random.value(in: 5...40)
+                simulation.network.lossPercent = Double(percent)
+                transcript.append("network loss \(percent)")
+            case .dup:
+                let percent = random.value(in: 5...30)
+                simulation.network.duplicatePercent = Double(percent)
+                transcript.append("network duplicate \(percent)")
             case .reorder:
-                simulation.network.delayMilliseconds = 1...random.value(in: 100...3_000)
+                let longest = random.value(in: 100...3_000)
+                simulation.network.delayMilliseconds = 1...longest
                 simulation.count("reorder")
+                transcript.append("network delay 1ms \(longest)ms")
             case .partition:
                 let shuffled = active.shuffled(using: &random)
                 let cut = max(1, shuffled.count / 2)
                 simulation.partition([Array(shuffled[..<cut]), Array(shuffled[cut...])])
+                transcript.append("partition \(shuffled[..<cut].joined(separator: " ")) / \(shuffled[cut...].joined(separator: " "))")
             case .offline:
                 let target = active.randomElement(using: &random)!
                 let going = simulation.device(target)?.isOnline ?? false
                 simulation.setOnline(target, !going)
                 if going { simulation.count("offline") }
+                transcript.append("\(going ? "offline" : "online") \(target)")
             case .crash:
-                try simulation.crash(active.randomElement(using: &random)!)
+                let target = active.randomElement(using: &random)!
+                try simulation.crash(target)
+                transcript.append("crash \(target)")
             case .restore:
                 let target = active.randomElement(using: &random)!
                 if let label = backups[target], random.chance(50) {
                     try simulation.restore(target, from: label)
+                    transcript.append("restore \(target) from \(label)")
                 } else {
                     let label = "\(target)-\(simulation.now)"
                     try simulation.backup(target, as: label)
                     backups[target] = label
+                    transcript.append("backup \(target) as \(label)")
                 }
             case .skew:
-                simulation.skew(active.randomElement(using: &random)!, byMilliseconds: random.value(in: -600_000...600_000))
+                let target = active.randomElement(using: &random)!
+                let skew = random.value(in: -600_000...600_000)
+                simulation.skew(target, byMilliseconds: skew)
+                transcript.append("skew \(target) \(skew)ms")
             case .join:
                 guard simulation.devices.count < options.devices + 2 else { continue }
                 let name = "d\(nextDevice)"
                 nextDevice += 1
                 try simulation.addDevice(name)
                 simulation.count("join")
+                transcript.append("join \(name)")
             case .revoke:
                 guard simulation.devices.count > 2, let target = active.last else { continue }
                 simulation.revoke(target)
                 backups[target] = nil
                 simulation.count("revoke")
+                transcript.append("revoke \(target)")
             case .storage:
                 // A failed SQLite step a little later: a write refused, or a
                 // reconcile rolled back mid-apply.
                 let fault = StorageFault.allCases.randomElement(using: &random)!
-                simulation.failStorage(active.randomElement(using: &random)!, with: fault, afterSteps: Int(random.value(in: 0...40)))
+                let target = active.randomElement(using: &random)!
+                let after = Int(random.value(in: 0...40))
+                simulation.failStorage(target, with: fault, afterSteps: after)
+                transcript.append("storage \(target) fail \(fault.rawValue) after \(after)")
             case nil:
                 break
             }
@@ -121,6 +153,7 @@ public struct SimulationRun {
         // Healed phase: everyone online and reachable over a perfect network.
         simulation.heal()
         for device in simulation.devices { simulation.setOnline(device.name, true) }
+        transcript += ["heal", "online " + simulation.devices.map(\.name).joined(separator: " "), "sync", "expect converged", "expect resurrections 0", "expect lost-writes 0"]
         let healedAt = simulation.now
         var outcome = Outcome(seed: seed)
         if simulation.sync(limitMilliseconds: options.convergenceBoundMilliseconds) == nil {
@@ -145,6 +178,7 @@ public struct SimulationRun {
         outcome.timeline = simulation.timeline
         outcome.devices = Array(Set(simulation.timeline.compactMap(\.device))).sorted()
         outcome.endTime = simulation.now
+        outcome.scenario = transcript.joined(separator: "\n") + "\n"
         return outcome
     }
 }

@@ -17,13 +17,19 @@ public enum WorkloadOperation: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// The operation as a scenario writes it after the device's name.
     public var description: String {
         switch self {
-        case let .put(namespace, key, value): "put \(namespace) \(key) \"\(value)\""
+        case let .put(namespace, key, value): "put \(namespace) \(key) \(Self.quoted(value))"
         case let .delete(namespace, key): "delete \(namespace) \(key)"
-        case let .append(namespace, group, value): "append \(namespace) \(group) \"\(value)\""
+        case let .append(namespace, group, value): "append \(namespace) \(group) \(Self.quoted(value))"
         case let .bury(namespace, group): "bury \(namespace) \(group)"
         }
+    }
+
+    /// A value in scenario quotes, with `\"` and `\\` escaped.
+    static func quoted(_ value: String) -> String {
+        "\"" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
     }
 
     var hashValueStable: Int { description.hashValueStable }

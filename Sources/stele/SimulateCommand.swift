@@ -5,18 +5,20 @@ import SteleSimulator
 /// oracle. Exit 1 if any run broke a guarantee or did not converge.
 enum SimulateCommand {
     static let usage = """
-        usage: stele simulate [--seed S] [--seeds N] [--devices K] [--steps M] [--faults LIST] [--report FILE.svg] [--json]
+        usage: stele simulate [--seed S] [--seeds N] [--devices K] [--steps M] [--faults LIST] [--report FILE.svg] [--scenario FILE] [--json]
           --seed S      the (base) seed; alone, one run, replayable bit for bit (default 1)
           --seeds N     N runs, seeds S, S+1, ...
           --devices K   devices per run (default 3)
           --steps M     writes in the fault phase (default 200)
           --faults LIST comma-separated: \(SimulationRun.Fault.allCases.map(\.rawValue).joined(separator: ",")), or all, or none (default all)
           --report F    an SVG timeline of the first failing run (or of the run, with one seed)
+          --scenario F  the first failing run (or the first run) as a scenario file;
+                        a failure writes one anyway: stele-simulate-seed-S.scenario
         """
 
     static func run(_ arguments: [String]) throws {
         let parsed = try ParsedArguments(
-            arguments, flags: ["--json"], options: ["--seed", "--seeds", "--devices", "--steps", "--faults", "--report"], usage: usage)
+            arguments, flags: ["--json"], options: ["--seed", "--seeds", "--devices", "--steps", "--faults", "--report", "--scenario"], usage: usage)
         guard parsed.positionals.isEmpty else { throw UsageError(message: "simulate takes no file; did you mean stele scenario?", usage: usage) }
         let base = try parseSeed(parsed.options["--seed"], usage: usage) ?? 1
         let count = try positive(parsed.options["--seeds"], "--seeds", default: 1, limit: 1_000_000)
@@ -48,8 +50,19 @@ enum SimulateCommand {
                 throw InputError(message: "cannot write the report to \(path): \(error.localizedDescription)")
             }
         }
-        if !summary.failures.isEmpty {
-            printError("stele simulate: \(summary.failures.count) of \(count) runs broke a guarantee; replay one with --seed \(summary.failures[0].seed)")
+        let failed = outcomes.first(where: \.failed)
+        if let chosen = failed ?? outcomes.first, let path = parsed.options["--scenario"] ?? failed.map({ "stele-simulate-seed-\($0.seed).scenario" }) {
+            do {
+                try chosen.scenario.write(toFile: path, atomically: true, encoding: .utf8)
+                if !parsed.has("--json") { print("scenario            \(path) (seed \(chosen.seed)): stele scenario \(path) --seed \(chosen.seed)") }
+            } catch {
+                throw InputError(message: "cannot write the scenario to \(path): \(error.localizedDescription)")
+            }
+        }
+        if let failed {
+            printError(
+                "stele simulate: \(summary.failures.count) of \(count) runs broke a guarantee; replay one with --seed \(failed.seed) "
+                    + "(and the same --devices, --steps and --faults)")
             throw ExitStatus(code: 1)
         }
     }

@@ -217,11 +217,16 @@ import TestSupport
     @Test func simulateSummarizesAndReplaysASeed() throws {
         let directory = try TemporaryDirectory()
         let report = directory.file("timeline.svg")
-        let run = try Self.stele("simulate", "--seed", "3", "--steps", "40", "--devices", "3", "--report", report)
+        let transcript = directory.file("run.scenario")
+        let run = try Self.stele("simulate", "--seed", "3", "--steps", "40", "--devices", "3", "--report", report, "--scenario", transcript)
         #expect(run.status == 0, "\(run.error)")
         for label in ["runs", "operations", "frames", "faults", "resurrections       0", "lost writes         0", "convergence", "tombstones left", "failures            none"] {
             #expect(run.output.contains(label), "\(label) missing: \(run.output)")
         }
+        // The run's transcript replays as a scenario under the same seed.
+        #expect(run.output.contains("stele scenario \(transcript) --seed 3"))
+        let replay = try Self.stele("scenario", transcript, "--seed", "3")
+        #expect(replay.status == 0, "\(replay.error)")
         let svg = try String(contentsOfFile: report, encoding: .utf8)
         #expect(svg.hasPrefix("<svg"))
         #expect(svg.contains("d0"))

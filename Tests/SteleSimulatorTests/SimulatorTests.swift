@@ -28,6 +28,19 @@ import TestSupport
         #expect(!first.failed, "\(first.findings)")
     }
 
+    /// A run's transcript is a scenario that replays it: the same events in the
+    /// same order (DESIGN §9: a failing run prints the seed and the scenario).
+    @Test(arguments: [UInt64(31), 32])
+    func aRunsTranscriptReplaysItAsAScenario(seed: UInt64) throws {
+        let outcome = try SimulationRun.run(seed: seed, options: Self.options(devices: 4, steps: 150))
+        let scenario = try ScenarioParser.parse(outcome.scenario, file: "transcript")
+        #expect(scenario.lines.count > 300)
+        let runner = try ScenarioRunner(scenario: scenario, seed: seed)
+        try runner.run()
+        #expect(runner.simulation.eventLogHash == outcome.eventLogHash)
+        #expect(runner.simulation.statistics.frames == outcome.frames)
+    }
+
     @Test func differentSeedsTakeDifferentRuns() throws {
         let hashes = try (20..<24).map { try SimulationRun.run(seed: $0, options: Self.options(steps: 60)).eventLogHash }
         #expect(Set(hashes).count == hashes.count)

@@ -230,10 +230,11 @@ struct ParseState {
             let amount = try duration(negative ? String(words[2].dropFirst()) : words[2])
             return .skew(device: words[1], milliseconds: negative ? -amount : amount)
         case "storage":
-            try arity(words, 4, "storage D fail busy|ioerr|full")
+            let form = "storage D fail busy|ioerr|full [after N]"
+            guard words.count == 4 || (words.count == 6 && words[4] == "after") else { throw Message("write: \(form)") }
             try device(words[1])
-            guard words[2] == "fail", let fault = StorageFault(rawValue: words[3]) else { throw Message("write: storage D fail busy|ioerr|full") }
-            return .storageFault(device: words[1], fault)
+            guard words[2] == "fail", let fault = StorageFault(rawValue: words[3]) else { throw Message("write: \(form)") }
+            return .storageFault(device: words[1], fault, afterSteps: words.count == 6 ? try number(words[5]) : 0)
         case "expect":
             return .expect(try expectation(tokens))
         case "hub", "client":

@@ -25,8 +25,9 @@ public enum Statement: Sendable, Equatable {
     case anchor(AnchorAction)
     /// Added: skews a device's wall clock (`skew D 5m`, `skew D -2h`).
     case skew(device: String, milliseconds: Int64)
-    /// Added: makes one of a device's next storage steps fail (`storage D fail full`).
-    case storageFault(device: String, StorageFault)
+    /// Added: makes one of a device's next storage steps fail: the next one
+    /// (`storage D fail full`) or the one after N more (`storage D fail ioerr after 5`).
+    case storageFault(device: String, StorageFault, afterSteps: Int)
     // Expectations
     case expect(Expectation)
 
