@@ -39,7 +39,9 @@ public struct CausalRecord: Sendable, Equatable {
     public init(key: String, vector: VersionVector, versions: [CausalVersion]) {
         self.key = key
         self.vector = vector
-        self.versions = versions.sorted { $0.dot < $1.dot }
+        // Almost always zero or one version, already in order: sort only if not.
+        let inOrder = zip(versions, versions.dropFirst()).allSatisfy { $0.dot < $1.dot }
+        self.versions = inOrder ? versions : versions.sorted { $0.dot < $1.dot }
     }
 
     /// A tombstone: the history, no live version.

@@ -121,7 +121,9 @@ extension Replica {
     func loadVector(_ bytes: [UInt8]) throws -> VersionVector {
         let stored = try StoredVector(bytes: bytes)
         let entries = try stored.entries.map { VersionVector.Entry(device: try devices.id(at: $0.index), counter: $0.counter) }
-        return VersionVector(sortedEntries: entries.sorted { $0.device < $1.device })
+        // Local indexes follow first sight, not id order; most vectors have one entry.
+        let inOrder = zip(entries, entries.dropFirst()).allSatisfy { $0.device < $1.device }
+        return VersionVector(sortedEntries: inOrder ? entries : entries.sorted { $0.device < $1.device })
     }
 }
 

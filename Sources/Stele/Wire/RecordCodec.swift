@@ -6,19 +6,30 @@
 struct RecordWriter {
     private(set) var devices: [DeviceID] = []
     private var deviceIndex: [DeviceID: Int] = [:]
-    private var lastCounter: [Int: UInt64] = [:]
+    /// The device last looked up: runs of records by one writer skip the hash.
+    private var lastDevice: (id: DeviceID, index: Int)?
+    /// The last counter written per device index.
+    private var lastCounter: [UInt64] = []
     private var lastTimestamp: UInt64 = 0
     private var lastKey: [UInt8] = []
 
     private mutating func index(of device: DeviceID) -> Int {
-        if let index = deviceIndex[device] { return index }
-        devices.append(device)
-        deviceIndex[device] = devices.count - 1
-        return devices.count - 1
+        if let last = lastDevice, last.id == device { return last.index }
+        let index: Int
+        if let known = deviceIndex[device] {
+            index = known
+        } else {
+            devices.append(device)
+            lastCounter.append(0)
+            index = devices.count - 1
+            deviceIndex[device] = index
+        }
+        lastDevice = (device, index)
+        return index
     }
 
     private mutating func appendCounter(_ counter: UInt64, of device: Int, _ writer: inout ByteWriter) {
-        writer.appendZigzag(Int64(bitPattern: counter &- (lastCounter[device] ?? 0)))
+        writer.appendZigzag(Int64(bitPattern: counter &- lastCounter[device]))
         lastCounter[device] = counter
     }
 
@@ -97,11 +108,15 @@ struct RecordWriter {
 /// must satisfy before it reaches a merge function.
 struct RecordReader {
     let devices: [DeviceID]
-    private var lastCounter: [Int: UInt64] = [:]
+    /// The last counter read per device index.
+    private var lastCounter: [UInt64]
     private var lastTimestamp: UInt64 = 0
     private var lastKey: [UInt8] = []
 
-    init(devices: [DeviceID]) { self.devices = devices }
+    init(devices: [DeviceID]) {
+        self.devices = devices
+        lastCounter = Array(repeating: 0, count: devices.count)
+    }
 
     private func device(_ reader: inout ByteReader) throws -> (Int, DeviceID) {
         let index = try reader.readVarint("device index")
@@ -112,7 +127,7 @@ struct RecordReader {
     }
 
     private mutating func counter(of device: Int, _ reader: inout ByteReader) throws -> UInt64 {
-        let counter = (lastCounter[device] ?? 0) &+ UInt64(bitPattern: try reader.readZigzag("counter"))
+        let counter = lastCounter[device] &+ UInt64(bitPattern: try reader.readZigzag("counter"))
         guard counter > 0, counter <= VersionVector.maximumCounter else {
             throw CodecError(.valueOutOfRange, "counter \(counter) is out of range")
         }
@@ -133,6 +148,8 @@ struct RecordReader {
             throw CodecError(.notCanonical, "record keys are empty or not in strictly increasing order")
         }
         lastKey = bytes
+        // ASCII is valid UTF-8 as it stands (and the usual key): skip the validator.
+        if bytes.allSatisfy({ $0 < 0x80 }) { return String(decoding: bytes, as: UTF8.self) }
         guard let key = String(validating: bytes, as: UTF8.self) else { throw CodecError(.notCanonical, "a key is not valid UTF-8") }
         return key
     }
@@ -152,6 +169,7 @@ struct RecordReader {
             let key = try key(&reader)
             let entryCount = try reader.readItemCount("vector entries", maximum: VersionVector.maximumEntries)
             var entries: [VersionVector.Entry] = []
+            entries.reserveCapacity(entryCount)
             for _ in 0..<entryCount {
                 let (index, id) = try device(&reader)
                 entries.append(VersionVector.Entry(device: id, counter: try counter(of: index, &reader)))
