@@ -56,9 +56,19 @@ struct EventQueue<Payload> {
     /// Every queued payload, in no particular order.
     var payloads: [Payload] { heap.map(\.payload) }
 
-    mutating func removeAll(where shouldRemove: (Payload) -> Bool) {
-        let kept = heap.filter { !shouldRemove($0.payload) }
-        heap = []
-        for entry in kept.sorted(by: { $0.precedes($1) }) { heap.append(entry) }
+    /// Every queued event with its sequence number, in no particular order.
+    var entries: [(sequence: UInt64, payload: Payload)] { heap.map { ($0.sequence, $0.payload) } }
+
+    /// Removes the events `shouldRemove` picks.
+    /// - Returns: the sequence numbers of the removed events.
+    @discardableResult
+    mutating func removeAll(where shouldRemove: (Payload) -> Bool) -> [UInt64] {
+        var kept: [Entry] = []
+        var removed: [UInt64] = []
+        for entry in heap {
+            if shouldRemove(entry.payload) { removed.append(entry.sequence) } else { kept.append(entry) }
+        }
+        heap = kept.sorted { $0.precedes($1) }
+        return removed.sorted()
     }
 }

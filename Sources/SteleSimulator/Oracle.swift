@@ -9,8 +9,8 @@ import Stele
 ///
 /// A device restored from a backup takes back what it wrote after the backup and
 /// never shared: the oracle forgets those operations (they no longer happened),
-/// rather than counting their absence as lost writes; but only once no frame in
-/// flight can still have shared them.
+/// rather than counting their absence as lost writes, unless a frame it sent
+/// before the restore still lands and shares them.
 public final class Oracle {
     public private(set) var resurrections = 0
     public private(set) var lostWrites = 0
@@ -41,8 +41,10 @@ public final class Oracle {
 
     private var operations: [Operation] = []
     private var counted: Set<String> = []
-    /// Operations a restore or revocation may have destroyed (indices).
-    private var suspects: Set<Int> = []
+    /// Operations a restore or revocation left only on frames in flight: by
+    /// operation index, the frames (sequence numbers) carrying each, and back.
+    private var carriersOf: [Int: Set<UInt64>] = [:]
+    private var carried: [UInt64: Set<Int>] = [:]
 
     public init() {}
 
@@ -123,42 +125,85 @@ public final class Oracle {
     }
 
     /// A device's state was discarded (restored from a backup, or revoked): an
-    /// operation no remaining store knows of may be gone from the world. It is
-    /// not gone yet: a frame the device sent before may still carry it to a
-    /// sibling. So it is only suspected now, and forgotten at the next check if no
-    /// store holds it by then (its absence is then neither a lost write nor its
-    /// supersession a resurrection).
-    func forgetOperationsUnknown(to replicas: [Replica]) {
+    /// operation no remaining store knows of is gone from the world (its absence
+    /// is then neither a lost write nor its supersession a resurrection), unless
+    /// a frame sent before still carries it: then it lives if one of those frames
+    /// lands and dies with the last of them (``frameLanded(_:in:)``, ``frameLost(_:)``).
+    ///
+    /// Knowing is judged now, not later: afterwards the restored device's counter
+    /// runs on past the dots it lost, and a vector covering one of them would no
+    /// longer prove anything.
+    /// - Parameter inFlight: the frames on the wire that can still land, by sequence number.
+    func forgetOperationsUnknown(to replicas: [Replica], inFlight: [(id: UInt64, bytes: [UInt8])]) {
         Self.suspendingFaults(replicas) {
-            for index in operations.indices where !operations[index].erased && !isKnown(operations[index], by: replicas) {
-                suspects.insert(index)
+            let stores = replicas.map(StoreEvidence.init)
+            var frames: [(id: UInt64, evidence: FrameEvidence)]?
+            for index in operations.indices where !operations[index].erased && carriersOf[index] == nil {
+                guard !isKnown(operations[index], by: stores) else { continue }
+                if frames == nil { frames = inFlight.map { ($0.id, FrameEvidence($0.bytes)) }.filter { !$0.evidence.isEmpty } }
+                let carrying = Set((frames ?? []).filter { isKnown(operations[index], by: [$0.evidence]) }.map(\.id))
+                if carrying.isEmpty {
+                    operations[index].erased = true
+                } else {
+                    carriersOf[index] = carrying
+                    for id in carrying { carried[id, default: []].insert(index) }
+                }
             }
         }
     }
 
-    /// Forgets the suspects no store holds; the others are back in the world.
-    private func settleSuspects(_ replicas: [Replica]) {
-        for index in suspects.sorted() where !isKnown(operations[index], by: replicas) { operations[index].erased = true }
-        suspects.removeAll()
+    /// Whether frame `id` carries operations that live or die with it.
+    func isCarrier(_ id: UInt64) -> Bool { carried[id] != nil }
+
+    /// Frame `id` was handed to a device on the roster: what it carried and the
+    /// store now holds is back in the world; what the store did not take is as
+    /// if the frame was lost.
+    func frameLanded(_ id: UInt64, in replica: Replica) {
+        guard let indexes = carried.removeValue(forKey: id) else { return }
+        let store = StoreEvidence(replica: replica)
+        Self.suspendingFaults([replica]) {
+            for index in indexes.sorted() {
+                guard isKnown(operations[index], by: [store]) else {
+                    drop(id, from: index)
+                    continue
+                }
+                for other in carriersOf.removeValue(forKey: index) ?? [] where other != id {
+                    carried[other]?.remove(index)
+                    if carried[other]?.isEmpty == true { carried[other] = nil }
+                }
+            }
+        }
     }
 
-    private func isKnown(_ operation: Operation, by replicas: [Replica]) -> Bool {
-        replicas.contains { replica in
+    /// Frame `id` will never land: what it alone carried is gone.
+    func frameLost(_ id: UInt64) {
+        guard let indexes = carried.removeValue(forKey: id) else { return }
+        for index in indexes.sorted() { drop(id, from: index) }
+    }
+
+    private func drop(_ id: UInt64, from index: Int) {
+        carriersOf[index]?.remove(id)
+        guard carriersOf[index]?.isEmpty == true else { return }
+        carriersOf[index] = nil
+        operations[index].erased = true
+    }
+
+    private func isKnown(_ operation: Operation, by evidence: [any Evidence]) -> Bool {
+        evidence.contains { store in
             switch operation.kind {
             case .causalPut(_, let dot, _, _):
-                return ((try? replica.causal(operation.namespace).record(operation.key))??.vector.covers(dot)) ?? false
+                return store.causal(operation.namespace, operation.key)?.vector.covers(dot) ?? false
             case .causalDelete(let vector):
                 let counter = vector[operation.device]
-                return ((try? replica.causal(operation.namespace).record(operation.key))??.vector[operation.device]).map { $0 >= counter } ?? false
+                return store.causal(operation.namespace, operation.key).map { $0.vector[operation.device] >= counter } ?? false
             case .lww(_, let stamp):
-                return ((try? replica.lww(operation.namespace).record(operation.key))??.stamp).map { $0 >= stamp } ?? false
+                return store.lww(operation.namespace, operation.key).map { $0.stamp >= stamp } ?? false
             case .append(let id):
-                return ((try? replica.log(operation.namespace).event(id)) ?? nil) != nil
-                    || ((try? replica.log(operation.namespace).isBuried(operation.key)) ?? false)
+                return store.hasEvent(operation.namespace, id) || store.isBuried(operation.namespace, operation.key)
             case .bury(let marker):
-                return ((try? replica.log(operation.namespace).event(marker)) ?? nil) != nil
+                return store.hasEvent(operation.namespace, marker)
             case .appendOnly(_, let stamp):
-                return ((try? replica.appendOnly(operation.namespace).record(operation.key))??.stamp) == stamp
+                return store.appendOnly(operation.namespace, operation.key)?.stamp == stamp
             }
         }
     }
@@ -173,7 +218,6 @@ public final class Oracle {
 
     private func checkAll(_ devices: [(name: String, replica: Replica)], namespaces: [(name: String, kind: NamespaceKind)]) {
         checks += 1
-        settleSuspects(devices.map(\.replica))
         let live = operations.filter { !$0.erased }
         for namespace in namespaces {
             let mine = live.filter { $0.namespace == namespace.name }

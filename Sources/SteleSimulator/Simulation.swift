@@ -116,7 +116,7 @@ public final class Simulation {
     public func revoke(_ name: String) {
         guard let device = device(name), !device.isRevoked else { return }
         device.isRevoked = true
-        oracle.forgetOperationsUnknown(to: devices.map(\.replica))
+        forgetOperationsLost()
         updateRosters()
         record(.revoked, device: device)
     }
@@ -242,10 +242,15 @@ public final class Simulation {
         syncClocks()
         switch event {
         case let .deliver(from, to, bytes):
-            guard let target = device(id: to), canReach(from, to) else { return }
-            guard let bytes = tamper.map({ $0(from, to, bytes) }) ?? bytes else { return }
+            guard let target = device(id: to), canReach(from, to), let bytes = tamper.map({ $0(from, to, bytes) }) ?? bytes else {
+                oracle.frameLost(sequence)
+                return
+            }
             hasher.add("deliver", now, from, to, bytes.count)
             deliver(.frame(from: from, bytes: bytes), to: target)
+            if oracle.isCarrier(sequence) {
+                if roster.contains(from) && roster.contains(to) { oracle.frameLanded(sequence, in: target.replica) } else { oracle.frameLost(sequence) }
+            }
         case let .timer(owner, timer):
             guard armed[owner]?[timer] == sequence, let target = device(id: owner) else { return }
             armed[owner]?[timer] = nil
@@ -328,7 +333,7 @@ public final class Simulation {
             for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: device.path + suffix) }
             try FileManager.default.copyItem(atPath: backup.path, toPath: device.path)
         }
-        oracle.forgetOperationsUnknown(to: devices.map(\.replica))
+        forgetOperationsLost()
         count("restore")
         record(.restored, device: device)
     }
@@ -349,12 +354,25 @@ public final class Simulation {
     }
 
     private func dropInFlight(to device: SimulatedDevice) {
-        queue.removeAll { event in
+        let removed = queue.removeAll { event in
             if case .deliver(_, let to, _) = event { return to == device.id }
             if case .timer(let owner, _) = event { return owner == device.id }
             return false
         }
+        for sequence in removed { oracle.frameLost(sequence) }
         armed[device.id] = nil
+    }
+
+    /// After a restore or a revocation: the oracle forgets the writes no store on
+    /// the roster holds, except those still on frames that can land (sent by a
+    /// device on the roster to one on the roster).
+    private func forgetOperationsLost() {
+        let roster = self.roster
+        let inFlight: [(id: UInt64, bytes: [UInt8])] = queue.entries.compactMap { entry in
+            guard case let .deliver(from, to, bytes) = entry.payload, roster.contains(from), roster.contains(to) else { return nil }
+            return (entry.sequence, bytes)
+        }
+        oracle.forgetOperationsUnknown(to: devices.map(\.replica), inFlight: inFlight)
     }
 
     /// Drops the device's replica and node, optionally changes its file, then
@@ -387,7 +405,7 @@ public final class Simulation {
         do {
             try oracle.perform(operation, on: device.replica, deviceName: name, time: now)
             // The fleet refuses a revoked device's writes: they are no one's to keep.
-            if device.isRevoked { oracle.forgetOperationsUnknown(to: devices.map(\.replica)) }
+            if device.isRevoked { forgetOperationsLost() }
             statistics.operations += 1
             if operation.isDelete { statistics.deletes += 1 }
             hasher.add("op", now, device.id, device.id, operation.hashValueStable)

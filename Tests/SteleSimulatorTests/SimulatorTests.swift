@@ -232,9 +232,18 @@ import TestSupport
         let oracle = Oracle()
         try oracle.perform(.put(namespace: "notes", key: "k", value: "only on a"), on: a, deviceName: "a", time: 0)
         let sent = try #require(try a.causal("notes").record("k"))
-        // a is restored from a backup that predates the write: only b remains.
-        oracle.forgetOperationsUnknown(to: [b])
-        if delivered { _ = try b.causal("notes").apply(sent) }
+        // a is restored from a backup that predates the write: only b remains,
+        // and frame 7, which a sent before, carries the write.
+        let frame = FrameCodec.encode(.reconcile(ReconcileMessage(session: 1, namespace: "notes", kind: .causal, generation: 0, records: [.causal(sent)])))
+        oracle.forgetOperationsUnknown(to: [b], inFlight: [(7, frame)])
+        #expect(oracle.isCarrier(7))
+        if delivered {
+            _ = try b.causal("notes").apply(sent)
+            oracle.frameLanded(7, in: b)
+        } else {
+            oracle.frameLost(7)
+        }
+        #expect(!oracle.isCarrier(7))
         oracle.check([("b", b)], namespaces: [("notes", .causal)])
         #expect(oracle.lostWrites == 0, "\(oracle.findings)")
         #expect(oracle.resurrections == 0, "\(oracle.findings)")

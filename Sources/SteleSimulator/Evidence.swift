@@ -1,0 +1,55 @@
+import Stele
+
+/// Where the oracle looks for traces of a write: a device's store, or the
+/// records a frame in flight carries.
+protocol Evidence {
+    func causal(_ namespace: String, _ key: String) -> CausalRecord?
+    func lww(_ namespace: String, _ key: String) -> LWWRecord?
+    func appendOnly(_ namespace: String, _ key: String) -> AppendOnlyRecord?
+    func hasEvent(_ namespace: String, _ id: EventID) -> Bool
+    func isBuried(_ namespace: String, _ group: String) -> Bool
+}
+
+/// A device's store as evidence (read with faults held back by the caller).
+struct StoreEvidence: Evidence {
+    let replica: Replica
+
+    func causal(_ namespace: String, _ key: String) -> CausalRecord? { (try? replica.causal(namespace).record(key)) ?? nil }
+    func lww(_ namespace: String, _ key: String) -> LWWRecord? { (try? replica.lww(namespace).record(key)) ?? nil }
+    func appendOnly(_ namespace: String, _ key: String) -> AppendOnlyRecord? { (try? replica.appendOnly(namespace).record(key)) ?? nil }
+    func hasEvent(_ namespace: String, _ id: EventID) -> Bool { ((try? replica.log(namespace).event(id)) ?? nil) != nil }
+    func isBuried(_ namespace: String, _ group: String) -> Bool { (try? replica.log(namespace).isBuried(group)) ?? false }
+}
+
+/// The records of one frame in flight as evidence: what it would hand its
+/// receiver. A frame that does not decode carries nothing.
+struct FrameEvidence: Evidence {
+    private var causalRecords: [String: CausalRecord] = [:]
+    private var lwwRecords: [String: LWWRecord] = [:]
+    private var appendOnlyRecords: [String: AppendOnlyRecord] = [:]
+    private var events: Set<String> = []
+    private var buried: Set<String> = []
+
+    init(_ bytes: [UInt8]) {
+        guard case .reconcile(let message) = try? FrameCodec.decode(bytes) else { return }
+        let namespace = message.namespace
+        for record in (message.tombstones ?? []) + message.records {
+            switch record {
+            case .causal(let record): causalRecords["\(namespace)/\(record.key)"] = record
+            case .lww(let record): lwwRecords["\(namespace)/\(record.key)"] = record
+            case .appendOnly(let record): appendOnlyRecords["\(namespace)/\(record.key)"] = record
+            case .event(let event):
+                events.insert("\(namespace)/\(event.id)")
+                if event.isMarker { buried.insert("\(namespace)/\(event.group)") }
+            }
+        }
+    }
+
+    var isEmpty: Bool { causalRecords.isEmpty && lwwRecords.isEmpty && appendOnlyRecords.isEmpty && events.isEmpty }
+
+    func causal(_ namespace: String, _ key: String) -> CausalRecord? { causalRecords["\(namespace)/\(key)"] }
+    func lww(_ namespace: String, _ key: String) -> LWWRecord? { lwwRecords["\(namespace)/\(key)"] }
+    func appendOnly(_ namespace: String, _ key: String) -> AppendOnlyRecord? { appendOnlyRecords["\(namespace)/\(key)"] }
+    func hasEvent(_ namespace: String, _ id: EventID) -> Bool { events.contains("\(namespace)/\(id)") }
+    func isBuried(_ namespace: String, _ group: String) -> Bool { buried.contains("\(namespace)/\(group)") }
+}
