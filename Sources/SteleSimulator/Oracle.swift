@@ -245,13 +245,17 @@ public final class Oracle {
                 let covered = ops.contains { other in
                     guard other.id != op.id else { return false }
                     switch other.kind {
+                    // Two writes under one dot (a counter reissued after a restore)
+                    // never saw each other: the replica keeps the one reads would show.
+                    case .causalPut(_, let other, _, _) where other == dot: return false
                     case .causalPut(_, _, _, let vector), .causalDelete(let vector): return vector.covers(dot)
                     default: return false
                     }
                 }
                 if covered { superseded.append(value) } else { frontier.append((value, WriteStamp(timestamp: timestamp, writer: dot.device))) }
             }
-            let expected = frontier.max { $0.stamp < $1.stamp }?.value
+            // The documented order: the later write stamp, then the larger value.
+            let expected = frontier.max { $0.stamp != $1.stamp ? $0.stamp < $1.stamp : $0.value.lexicographicallyPrecedes($1.value) }?.value
             for device in devices {
                 let shown = (try? device.replica.causal(namespace).get(key)) ?? nil
                 judge(namespace, key, device.name, shown: shown, expected: expected, stale: superseded)

@@ -216,8 +216,9 @@ public final class Simulation {
         let online = devices.filter(\.isOnline)
         for (index, first) in online.enumerated() {
             for second in online[(index + 1)...] where canReach(first.id, second.id) {
-                if (try? first.node.advertisement()) != (try? second.node.advertisement()) {
-                    return "\(first.name) and \(second.name) still differ"
+                let (mine, theirs) = (try? first.node.advertisement(), try? second.node.advertisement())
+                if mine != theirs {
+                    return "\(first.name) and \(second.name) still differ" + Self.difference(mine, theirs)
                 }
             }
         }
@@ -234,6 +235,16 @@ public final class Simulation {
             }
         }
         return nil
+    }
+
+    /// Where two advertisements part: the namespaces whose roots differ, or the generations.
+    static func difference(_ first: Advertisement?, _ second: Advertisement?) -> String {
+        guard let first, let second else { return " (one of them cannot read its store)" }
+        if first.generation != second.generation { return " (generations \(first.generation) and \(second.generation))" }
+        let names = Set(first.roots.map(\.namespace) + second.roots.map(\.namespace)).sorted().filter { name in
+            first.roots.first { $0.namespace == name } != second.roots.first { $0.namespace == name }
+        }
+        return " in \(names.joined(separator: ", "))"
     }
 
     private func step() {

@@ -89,4 +89,50 @@ import TestSupport
             #expect(CausalMerge.merge(local: record, remote: record).outcome == MergeOutcome(.unchanged))
         }
     }
+
+    // MARK: - A counter reissued after a restore
+
+    /// A wrote "first" under (a, 5) and shared it; restored from an older backup
+    /// with its clock set back, it wrote "second" under the same dot. Different
+    /// vectors on the other device (it also saw b's write) must not matter.
+    static let first = CausalRecord(key: "k", vector: VersionVector([a: 5, b: 1]), versions: [version(a, 5, 40, "first")])
+    static let second = CausalRecord(key: "k", vector: VersionVector([a: 5]), versions: [version(a, 5, 41, "second")])
+    static let sameStampLarger = CausalRecord(key: "k", vector: VersionVector([a: 5]), versions: [version(a, 5, 40, "zzz")])
+
+    /// The rule before it knew of reissued dots: each side keeps its own version.
+    static let keepsItsOwnDot: Merge = { local, remote in
+        guard let local else { return remote }
+        let merged = local.vector.merged(with: remote.vector)
+        return CausalRecord(key: local.key, vector: merged, versions: local.versions)
+    }
+
+    @Test func twoWritesUnderOneDotConvergeOnTheShownOneInEitherOrder() {
+        #expect(Self.outcomes([Self.first, Self.second], Self.keepsItsOwnDot).count == 2, "the broken double must diverge")
+        for pair in [[Self.first, Self.second], [Self.first, Self.sameStampLarger], [Self.first, Self.second, Self.sameStampLarger]] {
+            #expect(Self.outcomes(pair, Self.realMerge).count == 1)
+        }
+        // The later stamp is shown and kept; the merged vector is recorded.
+        for (local, remote) in [(Self.first, Self.second), (Self.second, Self.first)] {
+            let decision = CausalMerge.merge(local: local, remote: remote)
+            let stored = decision.store ?? local
+            #expect(stored.versions == Self.second.versions)
+            #expect(stored.vector == VersionVector([Self.a: 5, Self.b: 1]))
+        }
+        // Equal stamps: the larger value.
+        #expect((CausalMerge.merge(local: Self.first, remote: Self.sameStampLarger).store?.value) == "zzz".bytes)
+    }
+
+    @Test func theBeatenWriteUnderAReissuedDotIsReported() {
+        let lostLocal = CausalMerge.merge(local: Self.first, remote: Self.second)
+        #expect(lostLocal.outcome == MergeOutcome(.updated, conflict: Conflict(resolution: .concurrentEditLost, lostValue: "first".bytes, losingDevice: Self.a)))
+        // The local version wins: nothing of it changes but the vector, and the remote loser is reported.
+        let lostRemote = CausalMerge.merge(local: Self.second, remote: Self.first)
+        #expect(lostRemote.store?.versions == Self.second.versions)
+        #expect(lostRemote.outcome.conflict == Conflict(resolution: .concurrentEditLost, lostValue: "first".bytes, losingDevice: Self.a))
+        // Even when nothing at all changes here, the beaten write is reported.
+        let sameVector = CausalRecord(key: "k", vector: VersionVector([Self.a: 5]), versions: [Self.version(Self.a, 5, 40, "first")])
+        let unchanged = CausalMerge.merge(local: Self.second, remote: sameVector)
+        #expect(unchanged.store == nil)
+        #expect(unchanged.outcome == MergeOutcome(.unchanged, conflict: Conflict(resolution: .concurrentEditLost, lostValue: "first".bytes, losingDevice: Self.a)))
+    }
 }

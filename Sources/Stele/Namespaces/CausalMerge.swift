@@ -25,10 +25,30 @@ enum CausalMerge {
         }
         let localDots = Set(local.versions.map(\.dot))
         let remoteDots = Set(remote.versions.map(\.dot))
-        let keptLocal = local.versions.filter { remoteDots.contains($0.dot) || !remote.vector.covers($0.dot) }
-        let addedRemote = remote.versions.filter { !localDots.contains($0.dot) && !local.vector.covers($0.dot) }
+        var keptLocal = local.versions.filter { remoteDots.contains($0.dot) || !remote.vector.covers($0.dot) }
+        var addedRemote = remote.versions.filter { !localDots.contains($0.dot) && !local.vector.covers($0.dot) }
+        var collision: (kept: CausalVersion, lost: CausalVersion)?
+        // Two different writes under one dot: a device restored from a backup
+        // reissued a counter it had used before the restore, which happens only
+        // when its counter ran ahead of its wall clock (a burst of writes, or a
+        // clock set back) and the writes after the restore came before it heard
+        // from a sibling holding the lost ones. Left alone, each side would keep
+        // its own version and the two would never converge; both sides keep the
+        // one that reads would show (the later write stamp), and the other is
+        // reported, never dropped silently.
+        for lost in keptLocal where remoteDots.contains(lost.dot) {
+            guard let theirs = remote.versions.first(where: { $0.dot == lost.dot }), theirs != lost else { continue }
+            let kept = CausalRecord.shownFirst(theirs, lost) ? theirs : lost
+            let beaten = kept == theirs ? lost : theirs
+            keptLocal.removeAll { $0 == beaten }
+            if kept == theirs { addedRemote.append(theirs) }
+            collision = (kept, beaten)
+        }
         let merged = CausalRecord(key: local.key, vector: local.vector.merged(with: remote.vector), versions: keptLocal + addedRemote)
-        guard merged != local else { return Decision(store: nil, outcome: .unchanged) }
+        guard merged != local else {
+            guard let collision else { return Decision(store: nil, outcome: .unchanged) }
+            return Decision(store: nil, outcome: MergeOutcome(.unchanged, conflict: lost(collision.lost)))
+        }
 
         let before = local.winner
         let after = merged.winner
@@ -39,7 +59,12 @@ enum CausalMerge {
             case (_?, nil): .deleted
             case let (old?, new?): old == new ? .recorded : .updated
             }
+        if let collision { return Decision(store: merged, outcome: MergeOutcome(effect, conflict: lost(collision.lost))) }
         return Decision(store: merged, outcome: MergeOutcome(effect, conflict: conflict(local, remote, keptLocal, addedRemote, after)))
+    }
+
+    private static func lost(_ version: CausalVersion) -> Conflict {
+        Conflict(resolution: .concurrentEditLost, lostValue: version.value, losingDevice: version.dot.device)
     }
 
     /// The decision to report, if the merge chose between concurrent writes.

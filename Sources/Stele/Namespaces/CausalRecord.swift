@@ -53,11 +53,14 @@ public struct CausalRecord: Sendable, Equatable {
 
     /// The version reads show: the latest write stamp, then the larger value.
     public var winner: CausalVersion? {
-        versions.max { lhs, rhs in
-            // Versions come from distinct devices, so stamps differ; the value
-            // comparison only keeps the order total.
-            lhs.stamp != rhs.stamp ? lhs.stamp < rhs.stamp : lhs.value.lexicographicallyPrecedes(rhs.value)
-        }
+        versions.max { Self.shownFirst($1, $0) }
+    }
+
+    /// Whether reads show `first` rather than `second`: the later write stamp,
+    /// then the larger value. Versions come from distinct devices, so stamps
+    /// differ; the value comparison only keeps the order total.
+    static func shownFirst(_ first: CausalVersion, _ second: CausalVersion) -> Bool {
+        first.stamp != second.stamp ? second.stamp < first.stamp : second.value.lexicographicallyPrecedes(first.value)
     }
 
     /// The value reads show, or `nil` for a tombstone.
