@@ -18,13 +18,16 @@ public struct BenchmarkSuite {
     }
 
     public static let groups: [Group] = [
-        Group(figures: ["local.put", "local.delete", "local.tombstone_bytes"], run: LocalWriteBenchmarks.run),
+        Group(figures: ["local.put", "local.delete", "local.tombstone_bytes", "local.delete.floor"], run: LocalWriteBenchmarks.run),
         Group(figures: ["sync.digest_overhead", "sync.digest_rebuild_at_open"], run: DigestOverheadBenchmark.run),
         Group(
             figures: ["sync.reconcile_small_diff.bytes", "sync.reconcile_small_diff.round_trips", "sync.reconcile_small_diff.bytes.uncompressed"],
             run: SyncBenchmarks.smallDiff),
         Group(
-            figures: ["sync.delete_batch", "sync.delete_batch.wire_bytes_per_deleted_key", "sync.delete_batch.wire_bytes_per_deleted_key.uncompressed"],
+            figures: [
+                "sync.delete_batch", "sync.delete_batch.wire_bytes_per_deleted_key", "sync.delete_batch.wire_bytes_per_deleted_key.uncompressed",
+                "sync.delete_batch.apply_floor",
+            ],
             run: SyncBenchmarks.deleteBatch),
         Group(figures: ["sim.throughput"], run: SimulatorBenchmark.run),
     ]

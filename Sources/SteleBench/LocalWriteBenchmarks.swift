@@ -36,6 +36,7 @@ enum LocalWriteBenchmarks {
         let doomed = deleted(keys)
 
         var best = (rawPut: Double.infinity, rawDelete: Double.infinity, stelePut: Double.infinity, steleDelete: Double.infinity)
+        var bestFloor = Double.infinity
         var bytesPerTombstone = 0.0
         for round in 0..<rounds {
             let raw = try Connection(path: "\(directory)/raw-\(round).db")
@@ -45,6 +46,10 @@ enum LocalWriteBenchmarks {
             let replica = try Replica.create(at: "\(directory)/stele-\(round).stele", account: account, device: device)
             let notes = try replica.causal("notes")
 
+            // The floor: Stele's own table, the same rows, and only the two statements
+            // any causal delete must run, issued straight through SteleSQL.
+            let floor = try DeleteFloor(path: "\(directory)/floor-\(round).stele", account: account, keys: keys, values: values)
+            var floorTime = 0.0
             var times = (rawPut: 0.0, rawDelete: 0.0, stelePut: 0.0, steleDelete: 0.0)
             for start in stride(from: 0, to: count, by: batch) {
                 let range = start..<min(start + batch, count)
@@ -78,7 +83,9 @@ enum LocalWriteBenchmarks {
                 times.steleDelete += try Stopwatch.time {
                     try replica.write { for index in range { try notes.delete(doomed[index]) } }
                 }
+                floorTime += try Stopwatch.time { try floor.delete(doomed[range]) }
             }
+            bestFloor = min(bestFloor, floorTime)
             guard try notes.tombstoneCount() == doomed.count, try notes.count() == count - doomed.count else {
                 throw BenchmarkError("the causal namespace does not hold the expected rows after the deletes")
             }
@@ -105,6 +112,9 @@ enum LocalWriteBenchmarks {
                 name: "local.delete", value: Double(doomed.count) / best.steleDelete, unit: "deletes/s",
                 baseline: Double(doomed.count) / best.rawDelete, target: .ratioAtLeast(0.5)),
             BenchmarkFigure(name: "local.tombstone_bytes", value: bytesPerTombstone, unit: "bytes", target: .valueAtMost(64)),
+            BenchmarkFigure(
+                name: "local.delete.floor", value: Double(doomed.count) / bestFloor, unit: "deletes/s",
+                baseline: Double(doomed.count) / best.rawDelete),
         ]
     }
 
@@ -114,6 +124,58 @@ enum LocalWriteBenchmarks {
             throw BenchmarkError("SQLite's dbstat is needed to measure bytes on disk, and this SQLite lacks it")
         }
         return namespace.bytes
+    }
+}
+
+/// The least any `causal` delete can do in SQLite, to show where `local.delete`'s
+/// ratio is bounded: read the row's vector (the delete must supersede what it saw,
+/// 000 §4) and replace the row by its tombstone (a replace, not an in-place update,
+/// is what keeps a tombstone near 40 bytes: `local.tombstone_bytes`). No vector
+/// arithmetic, digest, events or checks: only the two statements, on Stele's own
+/// table holding the same rows.
+struct DeleteFloor {
+    let connection: Connection
+    let table: String
+
+    /// Writes `keys` through Stele into a fresh store at `path`, then opens its file directly.
+    init(path: String, account: AccountID, keys: [String], values: [[UInt8]]) throws {
+        do {
+            let replica = try Replica.create(at: path, account: account, device: try DeviceIdentity.generate().deviceID)
+            let notes = try replica.causal("notes")
+            for start in stride(from: 0, to: keys.count, by: 1_000) {
+                try replica.write { for index in start..<min(start + 1_000, keys.count) { try notes.put(keys[index], values[index]) } }
+            }
+        }
+        try self.init(path: path)
+    }
+
+    /// Opens a store's file directly (its causal table must hold the rows to delete).
+    init(path: String) throws {
+        connection = try Connection(path: path)
+        guard let table = try connection.queryFirst("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'causal\\_%' ESCAPE '\\'", [], { $0.text(0) }) else {
+            throw BenchmarkError("the floor store has no causal table")
+        }
+        self.table = table
+    }
+
+    /// Deletes `keys` in one transaction, as `Replica.write` batches them; a key
+    /// already a tombstone is replaced all the same (the work stays an upper bound).
+    func delete(_ keys: some Collection<String>) throws {
+        try connection.transaction {
+            let lookup = try connection.cached("SELECT vv, tombstoned, leaf FROM \(table) WHERE key = ?1")
+            let replace = try connection.cached("INSERT OR REPLACE INTO \(table) (key, vv, tombstoned) VALUES (?1, ?2, 1)")
+            for key in keys {
+                lookup.reset()
+                try lookup.bind(1, key)
+                guard try lookup.step() else { throw BenchmarkError("the floor store lacks the row \(key)") }
+                let vector = lookup.blob(0)
+                lookup.reset()
+                replace.reset()
+                try replace.bind(1, key)
+                try replace.bind(2, vector)
+                try replace.step()
+            }
+        }
     }
 }
 

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 import TestSupport
 @testable import Stele
@@ -35,5 +36,12 @@ import TestSupport
     @Test func timestampsOrderByTimeThenCounter() {
         #expect(HybridTimestamp(milliseconds: 1, logical: 9) < HybridTimestamp(milliseconds: 2, logical: 0))
         #expect(HybridTimestamp(milliseconds: 2, logical: 0) < HybridTimestamp(milliseconds: 2, logical: 1))
+    }
+
+    @Test func theSystemClockReadsTheWallClockInMilliseconds() {
+        let before = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
+        let reading = SystemWallClock().nowMilliseconds()
+        let after = Int64((Date().timeIntervalSince1970 * 1000).rounded(.up))
+        #expect(before <= reading && reading <= after)
     }
 }

@@ -12,8 +12,12 @@ public protocol WallClock: Sendable {
 public struct SystemWallClock: WallClock {
     public init() {}
 
+    /// Read straight from `CLOCK_REALTIME` (a vDSO call): every write reads it,
+    /// and going through `Date` cost 5% of `local.delete`.
     public func nowMilliseconds() -> Int64 {
-        Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
     }
 }
 

@@ -98,7 +98,7 @@ public struct CausalNamespace: KeyValueNamespace {
                 return version.dot
             }
             // The key exists: this write supersedes everything its vector has seen.
-            vector = try StoredVector(bytes: existing.vector)
+            vector = existing.vector
             vector.raise(DeviceTable.ownIndex, to: counter)
             let leaf = try leafHash { LeafEncoding.causal(CausalRecord(key: key, vector: try replica.loadVector(vector.bytes), versions: [version])) }
             let update = try statement(
@@ -140,7 +140,7 @@ public struct CausalNamespace: KeyValueNamespace {
     public func delete(_ key: String) throws -> Dot? {
         try replica.operation {
             guard let existing = try storedState(key), !existing.tombstoned else { return nil }
-            var vector = try StoredVector(bytes: existing.vector)
+            var vector = existing.vector
             let counter = replica.nextOwnCounter()
             vector.raise(DeviceTable.ownIndex, to: counter)
             try storeTombstone(key, vector.bytes)
@@ -162,16 +162,16 @@ public struct CausalNamespace: KeyValueNamespace {
         try statement.step()
     }
 
-    /// What a local write needs of the stored row: its vector bytes, whether it is
-    /// a tombstone, and its digest leaf.
-    private func storedState(_ key: String) throws -> (vector: [UInt8], tombstoned: Bool, leaf: Leaf?)? {
+    /// What a local write needs of the stored row: its vector (parsed in place,
+    /// never copied out), whether it is a tombstone, and its digest leaf.
+    private func storedState(_ key: String) throws -> (vector: StoredVector, tombstoned: Bool, leaf: Leaf?)? {
         let statement = try statement(.lookup, "SELECT vv, tombstoned, leaf FROM \(table) WHERE key = ?1")
         try statement.bind(1, key)
         guard try statement.step() else { return nil }
         defer { statement.reset() }
         let tombstoned = statement.int64(1) == 1
         let leaf = tombstoned || !replica.maintainsDigests ? nil : try replica.storedLeaf(statement.optionalBlob(2), "row \(key) of \(name)")
-        return (statement.blob(0), tombstoned, leaf)
+        return (try statement.withBlob(0) { try StoredVector(raw: $0) }, tombstoned, leaf)
     }
 
     // MARK: - Sync: bookkeeping in and out
