@@ -1,0 +1,29 @@
+import CCrypto
+
+/// The account key (001 §7's BackupKey): 32 random bytes the account's devices
+/// share, which seal the anchor's snapshot and sibling-served snapshots with
+/// AES-256-GCM. It lives outside the replica file, so restoring a replica from a
+/// backup does not lose it (the key store comes with the roster issue).
+public struct AccountKey: Sendable, Equatable {
+    public static let byteCount = 32
+
+    public let bytes: [UInt8]
+
+    /// - Throws: ``CodecError`` unless `bytes` holds exactly 32 bytes.
+    public init(bytes: some Collection<UInt8>) throws {
+        guard bytes.count == Self.byteCount else {
+            throw CodecError(.valueOutOfRange, "an account key is \(Self.byteCount) bytes, got \(bytes.count)")
+        }
+        self.bytes = Array(bytes)
+    }
+
+    /// A fresh key from libcrypto's random generator.
+    public static func generate() -> AccountKey {
+        var bytes = [UInt8](repeating: 0, count: byteCount)
+        let ok = bytes.withUnsafeMutableBytes { RAND_bytes($0.baseAddress, Int32($0.count)) }
+        precondition(ok == 1, "libcrypto could not produce random bytes")
+        return AccountKey(unchecked: bytes)
+    }
+
+    private init(unchecked bytes: [UInt8]) { self.bytes = bytes }
+}

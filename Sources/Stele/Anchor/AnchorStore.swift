@@ -1,0 +1,86 @@
+import Foundation
+
+/// Where the anchor lives: a substrate a restore of the device does not roll
+/// back (001 §7). The barrier writes it before any tombstone is dropped (001 §8);
+/// a device compares its generation with the header's (``AnchorDecision``) and
+/// recovers from the body.
+public protocol AnchorStore: AnyObject {
+    /// The anchor's cleartext header, or `nil` when none has been written.
+    /// - Throws: ``AnchorError`` `unavailable`, `damaged`, `newerFormat`, `accountMismatch`.
+    func header(of account: AccountID) throws -> AnchorHeader?
+
+    /// The whole anchor, opened with `key`, or `nil` when none has been written.
+    /// - Throws: ``AnchorError``, `notAuthentic` included.
+    func read(_ account: AccountID, key: AccountKey) throws -> Anchor?
+
+    /// Replaces the anchor as one step: a reader sees the old one or the new one, never a mix.
+    /// - Throws: ``AnchorError`` `unavailable`; the old anchor is then left as it was.
+    func write(_ anchor: Anchor, key: AccountKey) throws
+}
+
+/// An anchor kept as one file per account in a directory (a cloud-synced folder
+/// in an app; any directory in tests). Writes go to a temporary file that is
+/// flushed and then renamed over the old one.
+public final class DirectoryAnchorStore: AnchorStore {
+    public let directory: String
+
+    public init(directory: String) {
+        self.directory = directory
+    }
+
+    public func path(of account: AccountID) -> String { "\(directory)/\(account).stele-anchor" }
+
+    public func header(of account: AccountID) throws -> AnchorHeader? {
+        guard let bytes = try contents(account) else { return nil }
+        return try checked(AnchorFile.header(bytes), account)
+    }
+
+    public func read(_ account: AccountID, key: AccountKey) throws -> Anchor? {
+        guard let bytes = try contents(account) else { return nil }
+        _ = try checked(AnchorFile.header(bytes), account)
+        return try AnchorFile.decode(bytes, key: key)
+    }
+
+    public func write(_ anchor: Anchor, key: AccountKey) throws {
+        let bytes = AnchorFile.encode(anchor, key: key)
+        let destination = path(of: anchor.header.account)
+        let temporary = "\(destination).\(UInt64.random(in: 0...UInt64.max)).tmp"
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            guard FileManager.default.createFile(atPath: temporary, contents: nil) else {
+                throw AnchorError(.unavailable, "cannot create \(temporary)")
+            }
+            let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: temporary))
+            defer { try? handle.close() }
+            try handle.write(contentsOf: bytes)
+            try handle.synchronize()
+            guard rename(temporary, destination) == 0 else {
+                throw AnchorError(.unavailable, "cannot move the new anchor into place at \(destination): \(String(cString: strerror(errno)))")
+            }
+        } catch {
+            try? FileManager.default.removeItem(atPath: temporary)
+            if let error = error as? AnchorError { throw error }
+            throw AnchorError(.unavailable, "cannot write the anchor in \(directory): \(error.localizedDescription); the previous anchor is unchanged")
+        }
+    }
+
+    private func contents(_ account: AccountID) throws -> [UInt8]? {
+        let path = path(of: account)
+        guard FileManager.default.fileExists(atPath: path) else { return nil }
+        let attributes = try? FileManager.default.attributesOfItem(atPath: path)
+        if let size = attributes?[.size] as? Int, size > AnchorFile.maximumCount {
+            throw AnchorError(.damaged, "the anchor at \(path) is \(size) bytes, over the \(AnchorFile.maximumCount)-byte bound; it is not an anchor Stele wrote")
+        }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw AnchorError(.unavailable, "cannot read the anchor at \(path)")
+        }
+        return [UInt8](data)
+    }
+
+    private func checked(_ header: AnchorHeader, _ account: AccountID) throws -> AnchorHeader {
+        guard header.account == account else {
+            throw AnchorError(.accountMismatch, "the anchor at \(path(of: account)) belongs to account \(header.account), not \(account); remove or move it")
+        }
+        return header
+    }
+}
