@@ -31,11 +31,16 @@ public final class Connection {
         public var synchronous: String
         /// How long to wait for another connection's lock before `SQLITE_BUSY`.
         public var busyTimeoutMilliseconds: Int32
+        /// `auto_vacuum` for a file being created (`INCREMENTAL` by default, so
+        /// ``returnFreePages()`` can give freed pages back to the file system). SQLite
+        /// fixes it when the first page is written; on an existing file it changes nothing.
+        public var autoVacuum: String
 
-        public init(journalMode: String = "WAL", synchronous: String = "NORMAL", busyTimeoutMilliseconds: Int32 = 5_000) {
+        public init(journalMode: String = "WAL", synchronous: String = "NORMAL", busyTimeoutMilliseconds: Int32 = 5_000, autoVacuum: String = "INCREMENTAL") {
             self.journalMode = journalMode
             self.synchronous = synchronous
             self.busyTimeoutMilliseconds = busyTimeoutMilliseconds
+            self.autoVacuum = autoVacuum
         }
 
         /// WAL with `synchronous=NORMAL`.
@@ -103,6 +108,8 @@ public final class Connection {
     /// - Throws: ``SQLiteError`` if a pragma fails (for example on a file that is not a database).
     public func configure(_ configuration: Configuration) throws {
         sqlite3_busy_timeout(handle, configuration.busyTimeoutMilliseconds)
+        // Before the journal mode: switching to WAL writes the first page.
+        try execute("PRAGMA auto_vacuum=\(configuration.autoVacuum)")
         let mode = try scalarText("PRAGMA journal_mode=\(configuration.journalMode)")
         if path != ":memory:" && !path.isEmpty, mode?.lowercased() != configuration.journalMode.lowercased() {
             throw SQLiteError(
@@ -207,6 +214,23 @@ public final class Connection {
         let statement = try cached(sql)
         try statement.bind(arguments)
         while try statement.step() {}
+    }
+
+    /// Gives the file's free pages back to the file system (`PRAGMA incremental_vacuum`,
+    /// stepped to the end: each step frees one page). A file made without
+    /// `auto_vacuum=INCREMENTAL` is rebuilt with `VACUUM` instead, which also switches
+    /// it to incremental for next time. Outside a transaction only.
+    /// - Returns: the number of pages given back.
+    @discardableResult
+    public func returnFreePages() throws -> Int {
+        let before = try scalarInt("PRAGMA page_count") ?? 0
+        if try scalarInt("PRAGMA auto_vacuum") == 2 {
+            try execute("PRAGMA incremental_vacuum")
+        } else {
+            try execute("PRAGMA auto_vacuum=INCREMENTAL")
+            try executeScript("VACUUM")
+        }
+        return Int(before - (try scalarInt("PRAGMA page_count") ?? 0))
     }
 
     /// Runs a script of statements without bindings (schema changes, pragmas).

@@ -12,6 +12,30 @@ import TestSupport
         #expect(try connection.scalarInt("PRAGMA synchronous") == 1)
     }
 
+    @Test func freedPagesGoBackToTheFileSystem() throws {
+        let directory = try TemporaryDirectory()
+        for incremental in [true, false] {
+            let path = directory.file("vacuum-\(incremental).db")
+            let connection = try Connection(path: path, configuration: Connection.Configuration(autoVacuum: incremental ? "INCREMENTAL" : "NONE"))
+            #expect(try connection.scalarInt("PRAGMA auto_vacuum") == (incremental ? 2 : 0))
+            try connection.executeScript("CREATE TABLE t (k TEXT PRIMARY KEY, v BLOB) WITHOUT ROWID")
+            try connection.transaction {
+                for index in 0..<5_000 { try connection.execute("INSERT INTO t VALUES (?, ?)", [.text("k\(index)"), .blob(Array(repeating: 7, count: 100))]) }
+            }
+            try connection.execute("DELETE FROM t WHERE k > 'k1'")
+            let free = try #require(try connection.scalarInt("PRAGMA freelist_count"))
+            #expect(free > 50)
+            let pagesBefore = try #require(try connection.scalarInt("PRAGMA page_count"))
+            let returned = try connection.returnFreePages()
+            #expect(returned >= Int(free) - 2, "incremental \(incremental)")
+            #expect(try connection.scalarInt("PRAGMA freelist_count") == 0)
+            #expect(try connection.scalarInt("PRAGMA page_count") == pagesBefore - Int64(returned))
+            // Either way the file is incremental afterwards.
+            #expect(try connection.scalarInt("PRAGMA auto_vacuum") == 2)
+            #expect(try connection.scalarInt("SELECT count(*) FROM t") == 2)
+        }
+    }
+
     @Test func readOnlyOpenOfMissingFileFailsAndCreatesNothing() throws {
         let directory = try TemporaryDirectory()
         let path = directory.file("missing.db")
