@@ -9,7 +9,7 @@
 enum LeafEncoding {
     private enum Tag: UInt8 {
         case causal = 1, causalTombstone, lwwLive, lwwDeleted, logEvent, logMarker, appendOnly
-        case root = 0x10
+        case root = 0x10, content
     }
 
     static func causal(_ record: CausalRecord) -> [UInt8] {
@@ -92,6 +92,18 @@ enum LeafEncoding {
         writer.append(Tag.root.rawValue)
         writer.appendVarint(UInt64(count))
         writer.append(sum.bytes)
+        return writer.bytes
+    }
+
+    /// What a barrier's content digest hashes: each replicated namespace's name
+    /// and root, in name order (``Replica/contentDigest()``).
+    static func content(_ roots: [(name: String, root: Hash32)]) -> [UInt8] {
+        var writer = ByteWriter(capacity: 1 + roots.count * 48)
+        writer.append(Tag.content.rawValue)
+        for (name, root) in roots {
+            appendKey(name, &writer)
+            writer.append(root.bytes)
+        }
         return writer.bytes
     }
 

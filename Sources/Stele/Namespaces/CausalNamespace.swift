@@ -104,7 +104,7 @@ public struct CausalNamespace: KeyValueNamespace {
             let update = try statement(
                 .updateLive,
                 """
-                UPDATE \(table) SET vv = ?1, value = ?2, ts = ?3, writer = ?4, dot = ?5, leaf = ?6, siblings = NULL, tombstoned = 0
+                UPDATE \(table) SET vv = ?1, value = ?2, ts = ?3, writer = ?4, dot = ?5, leaf = ?6, siblings = NULL, tombstoned = 0, seq = NULL
                 WHERE key = ?7
                 """)
             try bindLiveRow(update, vector: vector.bytes, version: version, leaf: leaf, key: key)
@@ -156,9 +156,10 @@ public struct CausalNamespace: KeyValueNamespace {
     /// in-place UPDATE would leave each page a quarter full, and a retained
     /// tombstone would cost ~170 bytes instead of ~40 (`local.tombstone_bytes`).
     func storeTombstone(_ key: String, _ vector: [UInt8]) throws {
-        let statement = try statement(.storeTombstone, "INSERT OR REPLACE INTO \(table) (key, vv, tombstoned) VALUES (?1, ?2, 1)")
+        let statement = try statement(.storeTombstone, "INSERT OR REPLACE INTO \(table) (key, vv, tombstoned, seq) VALUES (?1, ?2, 1, ?3)")
         try statement.bind(1, key)
         try statement.bind(2, vector)
+        try statement.bind(3, replica.nextTombstoneSequence())
         try statement.step()
     }
 
@@ -257,7 +258,7 @@ public struct CausalNamespace: KeyValueNamespace {
             INSERT INTO \(table) (key, vv, value, ts, writer, dot, siblings, leaf, tombstoned) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0)
             ON CONFLICT (key) DO UPDATE SET
                 vv = excluded.vv, value = excluded.value, ts = excluded.ts, writer = excluded.writer,
-                dot = excluded.dot, siblings = excluded.siblings, leaf = excluded.leaf, tombstoned = 0
+                dot = excluded.dot, siblings = excluded.siblings, leaf = excluded.leaf, tombstoned = 0, seq = NULL
             """)
         try statement.bind(1, record.key)
         try statement.bind(2, vector)

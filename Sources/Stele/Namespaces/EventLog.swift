@@ -147,11 +147,12 @@ public struct EventLog {
     private func insert(_ event: LogEvent) throws {
         let leaf = replica.hasher.leaf(LeafEncoding.event(event))
         try replica.connection.execute(
-            "INSERT INTO \(table) (id, grp, marker, body, ts, writer, leaf) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO \(table) (id, grp, marker, body, ts, writer, leaf, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 .blob(event.id.bytes), .text(event.group), .integer(event.isMarker ? 1 : 0), .blob(event.body),
                 .integer(Int64(bitPattern: event.stamp.timestamp.rawValue)),
                 .integer(try replica.devices.intern(event.stamp.writer, replica.connection)), .blob(leaf.bytes),
+                event.isMarker ? .integer(replica.nextTombstoneSequence()) : .null,
             ])
         if replica.maintainsDigests { replica.recordLeaf(declaration, key: event.id.bytes, leaf: leaf, added: true) }
     }

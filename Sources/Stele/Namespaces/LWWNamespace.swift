@@ -121,12 +121,13 @@ public struct LWWNamespace: KeyValueNamespace {
         if previous?.record.isDeleted ?? false || record.isDeleted { replica.tombstonesChanged(declaration) }
         let leaf = record.isDeleted || !replica.maintainsDigests ? nil : replica.hasher.leaf(LeafEncoding.lww(record))
         try replica.connection.execute(
-            "INSERT OR REPLACE INTO \(table) (key, value, ts, writer, leaf, deleted) VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO \(table) (key, value, ts, writer, leaf, deleted, seq) VALUES (?, ?, ?, ?, ?, ?, ?)",
             [
                 .text(record.key), record.value.map { .blob($0) } ?? .null,
                 .integer(Int64(bitPattern: record.stamp.timestamp.rawValue)),
                 .integer(try replica.devices.intern(record.stamp.writer, replica.connection)),
                 leaf.map { .blob($0.bytes) } ?? .null, .integer(record.isDeleted ? 1 : 0),
+                record.isDeleted ? .integer(replica.nextTombstoneSequence()) : .null,
             ])
         if let leaf { replica.recordLeaf(declaration, key: keyBytes, leaf: leaf, added: true) }
     }

@@ -9,6 +9,11 @@
 /// digest never rehashes it and the digest is rebuilt at open from one column;
 /// tombstones keep none (they stay a few dozen bytes).
 ///
+/// A tombstone (a `causal` or `lww` delete, a `log` marker) carries in `seq` the
+/// replica-wide sequence number it was written under, which is what a barrier
+/// ack vouches for (``Replica/recordAck(round:digest:generation:)``); live rows
+/// have none.
+///
 /// Every table is `WITHOUT ROWID`, so a row, and a retained tombstone, cost one
 /// B-tree cell. The CHECK constraints that keep reads honest are in the schema,
 /// so a damaged or hand-edited file fails loudly.
@@ -47,6 +52,7 @@ extension NamespaceKind {
                 siblings BLOB,
                 leaf BLOB,
                 tombstoned INTEGER NOT NULL CHECK (tombstoned IN (0, 1)),
+                seq INTEGER,
                 CHECK ((tombstoned = 1) = (value IS NULL))
             ) WITHOUT ROWID;
             """
@@ -60,6 +66,7 @@ extension NamespaceKind {
                 writer INTEGER NOT NULL,
                 leaf BLOB,
                 deleted INTEGER NOT NULL CHECK (deleted IN (0, 1)),
+                seq INTEGER,
                 CHECK ((deleted = 1) = (value IS NULL))
             ) WITHOUT ROWID;
             """
@@ -74,6 +81,7 @@ extension NamespaceKind {
                 ts INTEGER NOT NULL CHECK (ts >= 0),
                 writer INTEGER NOT NULL,
                 leaf BLOB NOT NULL,
+                seq INTEGER,
                 CHECK (marker = 0 OR length(body) = 0)
             ) WITHOUT ROWID;
             CREATE INDEX \(table)_by_group ON \(table) (grp, marker);

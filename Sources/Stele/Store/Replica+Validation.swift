@@ -8,6 +8,7 @@ struct StoredIdentity {
     var generation: UInt64
     var ownCounter: UInt64
     var clock: HybridTimestamp
+    var tombstoneSequence: UInt64
 }
 
 extension Replica {
@@ -50,15 +51,18 @@ extension Replica {
                 .readOnly, "the store at \(path) has the older format \(version); open it once read-write to upgrade it to \(latest)")
         }
         do {
-            let row = try connection.queryFirst("SELECT account, device, generation, own_counter, clock FROM replica WHERE id = 1") { row in
-                (row.blob(0), row.blob(1), row.int64(2), row.int64(3), row.int64(4))
+            // A store of format 1 is migrated after this read: it has no sequence yet.
+            let sequence = version >= 2 ? "tombstone_seq" : "0"
+            let row = try connection.queryFirst("SELECT account, device, generation, own_counter, clock, \(sequence) FROM replica WHERE id = 1") { row in
+                (row.blob(0), row.blob(1), row.int64(2), row.int64(3), row.int64(4), row.int64(5))
             }
             guard let row else {
                 throw ReplicaError(.corrupt, "the store at \(path) has no identity row; the file is damaged. Keep it for diagnosis and restore from a backup")
             }
             return StoredIdentity(
                 account: try AccountID(bytes: row.0), device: try DeviceID(bytes: row.1),
-                generation: UInt64(row.2), ownCounter: UInt64(row.3), clock: HybridTimestamp(rawValue: UInt64(row.4)))
+                generation: UInt64(row.2), ownCounter: UInt64(row.3), clock: HybridTimestamp(rawValue: UInt64(row.4)),
+                tombstoneSequence: UInt64(row.5))
         } catch let error as SQLiteError {
             throw classify(error, path: path)
         } catch let error as CodecError {

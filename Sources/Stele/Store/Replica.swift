@@ -55,6 +55,8 @@ public final class Replica {
 
     /// The last own counter used (hybrid: DESIGN §4 "Version vectors").
     private(set) var ownCounter: UInt64
+    /// The last tombstone sequence number used (``nextTombstoneSequence()``).
+    private(set) var tombstoneSequence: UInt64
     private(set) var hybridClock: HybridClock
     private var countersDirty = false
     var devices: DeviceTable
@@ -87,6 +89,7 @@ public final class Replica {
         self.deviceBytes = identity.device.bytes
         self.generation = identity.generation
         self.ownCounter = identity.ownCounter
+        self.tombstoneSequence = identity.tombstoneSequence
         self.hybridClock = HybridClock(last: identity.clock)
         self.isReadOnly = options.readOnly
         self.maintainsDigests = options.maintainsDigests
@@ -125,7 +128,7 @@ public final class Replica {
                     [.blob(account.bytes), .blob(device.bytes), .integer(now)])
                 try connection.execute("INSERT INTO devices (idx, id) VALUES (?, ?)", [.integer(DeviceTable.ownIndex), .blob(device.bytes)])
             }
-            let identity = StoredIdentity(account: account, device: device, generation: 0, ownCounter: 0, clock: .zero)
+            let identity = StoredIdentity(account: account, device: device, generation: 0, ownCounter: 0, clock: .zero, tombstoneSequence: 0)
             return try Replica(path: path, connection: connection, identity: identity, options: options)
         } catch {
             // Leave nothing half-made behind: remove the file if we made it, or empty
@@ -345,8 +348,17 @@ public final class Replica {
 
     private func persistCounters() throws {
         try connection.execute(
-            "UPDATE replica SET own_counter = ?, clock = ? WHERE id = 1",
-            [.integer(Int64(ownCounter)), .integer(Int64(bitPattern: hybridClock.last.rawValue))])
+            "UPDATE replica SET own_counter = ?, clock = ?, tombstone_seq = ? WHERE id = 1",
+            [.integer(Int64(ownCounter)), .integer(Int64(bitPattern: hybridClock.last.rawValue)), .integer(Int64(tombstoneSequence))])
+    }
+
+    /// The sequence number for a tombstone being written now (persisted with the
+    /// transaction, like the own counter; numbers a rollback skips are never reused
+    /// in memory and harmless on disk).
+    func nextTombstoneSequence() -> Int64 {
+        tombstoneSequence += 1
+        countersDirty = true
+        return Int64(tombstoneSequence)
     }
 
     /// Records the device's fleet generation (001 §7). The barrier (issue 5) is the

@@ -35,5 +35,35 @@ enum ReplicaSchema {
                 );
                 """)
         },
+        Migration(version: 2, name: "tombstone sequence numbers and the barrier's memory") { connection in
+            // Every tombstone (a causal or lww delete, a log marker) carries the
+            // replica-wide sequence number it was written under; an ack records the
+            // number reached, and a commit drops only tombstones at or below it
+            // (DESIGN §6: a commit drops only what the ack vouched for).
+            let tables = try connection.query("SELECT id, kind FROM namespaces WHERE kind IN ('causal', 'lww', 'log')") { row in
+                (row.int64(0), row.text(1))
+            }
+            for (id, kind) in tables {
+                guard let kind = NamespaceKind(rawValue: kind), let tombstones = Replica.tombstoneFilter(kind) else { continue }
+                let table = kind.tableName(id: id)
+                // Tombstones already held predate every ack: number them 0.
+                try connection.executeScript("ALTER TABLE \(table) ADD COLUMN seq INTEGER; UPDATE \(table) SET seq = 0 WHERE \(tombstones)")
+            }
+            try connection.executeScript(
+                """
+                ALTER TABLE replica ADD COLUMN tombstone_seq INTEGER NOT NULL DEFAULT 0 CHECK (tombstone_seq >= 0);
+                -- The last barrier round this device acked (001 §4-5), and the last collection.
+                CREATE TABLE barrier (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    acked_round BLOB CHECK (acked_round IS NULL OR length(acked_round) = 16),
+                    acked_digest BLOB CHECK (acked_digest IS NULL OR length(acked_digest) = 32),
+                    acked_generation INTEGER CHECK (acked_generation IS NULL OR acked_generation > 0),
+                    watermark INTEGER NOT NULL DEFAULT 0 CHECK (watermark >= 0),
+                    collected_ms INTEGER,
+                    collected_count INTEGER NOT NULL DEFAULT 0
+                );
+                INSERT INTO barrier (id) VALUES (1);
+                """)
+        },
     ])
 }

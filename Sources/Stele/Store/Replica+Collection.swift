@@ -1,0 +1,143 @@
+import SteleSQL
+
+/// What this device remembers of the barrier round it acked last (001 §4-5).
+public struct BarrierAck: Sendable, Equatable {
+    /// The round's nonce.
+    public let round: RoundNonce
+    /// The content digest this device reported in its ack.
+    public let digest: Hash32
+    /// The generation the round moves the fleet to.
+    public let generation: UInt64
+    /// The tombstone sequence number reached when the ack was sent: a commit
+    /// drops only tombstones at or below it.
+    public let watermark: UInt64
+}
+
+/// What a `gc_commit` (or the adoption of an anchor's generation) did here.
+public enum CollectionOutcome: Sendable, Equatable {
+    /// The commit names a round this device did not ack last: a stale or replayed
+    /// commit, or a round this device never took part in. Nothing changed.
+    case notAcked
+    /// The commit would move the generation backwards or nowhere: nothing changed.
+    case generationNotAhead
+    /// The generation was adopted, but the content moved since the ack, so every
+    /// tombstone is kept for a later round (001 §4).
+    case adoptedKeepingTombstones
+    /// The generation was adopted and this many tombstones dropped.
+    case collected(Int)
+}
+
+extension Replica {
+    /// The digest a barrier round agrees on: SHA-256 over every replicated
+    /// namespace's name and root, in name order. Equal on two devices exactly
+    /// when they hold the same live content (tombstones are not leaves; a `log`
+    /// namespace's markers are).
+    public func contentDigest() throws -> Hash32 {
+        let roots = try namespaces.filter(\.kind.isReplicated).map { ($0.name, try digest(of: $0.name)) }
+        return hasher.hash(LeafEncoding.content(roots))
+    }
+
+    /// The round this device acked last, or `nil` if it has acked none (or
+    /// was restored from a backup older than its first ack).
+    public func lastAck() throws -> BarrierAck? {
+        try connection.queryFirst("SELECT acked_round, acked_digest, acked_generation, watermark FROM barrier WHERE id = 1") { row in
+            guard let round = row.optionalBlob(0), let digest = row.optionalBlob(1), let generation = row.optionalInt64(2) else { return nil }
+            do {
+                return BarrierAck(
+                    round: try RoundNonce(bytes: round), digest: try Hash32(bytes: digest), generation: UInt64(generation),
+                    watermark: UInt64(row.int64(3)))
+            } catch {
+                throw ReplicaError(.corrupt, "the store's barrier memory is damaged; the file is damaged", cause: error)
+            }
+        } ?? nil
+    }
+
+    /// Records an ack for `round`: the digest reported, the generation the round
+    /// moves to, and the watermark of the tombstones held now. Replaces any earlier ack.
+    /// - Returns: what was recorded.
+    @discardableResult
+    public func recordAck(round: RoundNonce, digest: Hash32, generation: UInt64) throws -> BarrierAck {
+        guard generation > self.generation else {
+            throw ReplicaError(.invalidRecord, "a barrier round to generation \(generation) cannot be acked at generation \(self.generation)")
+        }
+        let ack = BarrierAck(round: round, digest: digest, generation: generation, watermark: tombstoneSequence)
+        try write {
+            try connection.execute(
+                "UPDATE barrier SET acked_round = ?, acked_digest = ?, acked_generation = ?, watermark = ? WHERE id = 1",
+                [.blob(round.bytes), .blob(digest.bytes), .integer(Int64(generation)), .integer(Int64(ack.watermark))])
+        }
+        return ack
+    }
+
+    /// Carries out a commit of `round` to `generation` (DESIGN §6): only for the
+    /// round acked last; the generation is adopted (never moved backwards); the
+    /// tombstones the ack vouched for are dropped only if the content digest is
+    /// still the agreed `digest`. Freed pages go back to the file system.
+    public func commit(round: RoundNonce, digest: Hash32, generation: UInt64) throws -> CollectionOutcome {
+        guard let ack = try lastAck(), ack.round == round, ack.generation == generation else { return .notAcked }
+        guard generation > self.generation else { return .generationNotAhead }
+        let unmoved = try contentDigest() == digest
+        let dropped = try write {
+            let dropped = unmoved ? try dropTombstones(upTo: ack.watermark) : 0
+            try connection.execute("UPDATE replica SET generation = ? WHERE id = 1", [.integer(Int64(generation))])
+            if unmoved {
+                try connection.execute(
+                    "UPDATE barrier SET collected_ms = ?, collected_count = ? WHERE id = 1", [.integer(clock.nowMilliseconds()), .integer(Int64(dropped))])
+            }
+            return dropped
+        }
+        self.generation = generation
+        guard unmoved else { return .adoptedKeepingTombstones }
+        if dropped > 0 { try connection.returnFreePages() }
+        return .collected(dropped)
+    }
+
+    /// When this device last collected, and how many tombstones.
+    public func lastCollection() throws -> (milliseconds: Int64, count: Int)? {
+        try connection.queryFirst("SELECT collected_ms, collected_count FROM barrier WHERE id = 1") { row in
+            row.optionalInt64(0).map { ($0, Int(row.int64(1))) }
+        } ?? nil
+    }
+
+    /// The number of tombstones retained, per replicated namespace that has any kind of tombstone.
+    public func tombstoneCounts() throws -> [String: Int] {
+        var counts: [String: Int] = [:]
+        for declaration in namespaces {
+            guard let filter = Self.tombstoneFilter(declaration.kind) else { continue }
+            counts[declaration.name] = Int(try connection.scalarInt("SELECT count(*) FROM \(declaration.table) WHERE \(filter)") ?? 0)
+        }
+        return counts
+    }
+
+    /// Drops every tombstone whose sequence number is at most `watermark`, in
+    /// every replicated namespace, keeping the digests in step (a `log` marker is
+    /// a leaf). Inside the caller's transaction.
+    private func dropTombstones(upTo watermark: UInt64) throws -> Int {
+        var dropped = 0
+        for declaration in namespaces {
+            guard let filter = Self.tombstoneFilter(declaration.kind) else { continue }
+            let bound: [SQLValue] = [.integer(Int64(watermark))]
+            if declaration.kind == .log, maintainsDigests {
+                let leaves = try connection.query("SELECT id, leaf FROM \(declaration.table) WHERE \(filter) AND seq <= ?", bound) { row in
+                    (row.blob(0), try storedLeaf(row.blob(1), "a marker of \(declaration.name)"))
+                }
+                for (id, leaf) in leaves { recordLeaf(declaration, key: id, leaf: leaf, added: false) }
+            }
+            try connection.execute("DELETE FROM \(declaration.table) WHERE \(filter) AND seq <= ?", bound)
+            let count = connection.changes
+            if count > 0 { tombstonesChanged(declaration) }
+            dropped += count
+        }
+        return dropped
+    }
+
+    /// The SQL that picks a kind's tombstones, or `nil` for a kind that keeps none.
+    static func tombstoneFilter(_ kind: NamespaceKind) -> String? {
+        switch kind {
+        case .causal: "tombstoned = 1"
+        case .lww: "deleted = 1"
+        case .log: "marker = 1"
+        case .appendOnly, .local: nil
+        }
+    }
+}
