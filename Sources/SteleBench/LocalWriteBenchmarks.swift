@@ -130,9 +130,9 @@ enum LocalWriteBenchmarks {
 /// The least any `causal` delete can do in SQLite, to show where `local.delete`'s
 /// ratio is bounded: read the row's vector (the delete must supersede what it saw,
 /// 000 §4) and replace the row by its tombstone (a replace, not an in-place update,
-/// is what keeps a tombstone near 40 bytes: `local.tombstone_bytes`). No vector
-/// arithmetic, digest, events or checks: only the two statements, on Stele's own
-/// table holding the same rows.
+/// is what keeps a tombstone near 40 bytes: `local.tombstone_bytes`), numbered for
+/// the barrier's watermark. No vector arithmetic, digest, events or checks: only
+/// the two statements, on Stele's own table holding the same rows.
 struct DeleteFloor {
     let connection: Connection
     let table: String
@@ -163,7 +163,8 @@ struct DeleteFloor {
     func delete(_ keys: some Collection<String>) throws {
         try connection.transaction {
             let lookup = try connection.cached("SELECT vv, tombstoned, leaf FROM \(table) WHERE key = ?1")
-            let replace = try connection.cached("INSERT OR REPLACE INTO \(table) (key, vv, tombstoned) VALUES (?1, ?2, 1)")
+            let replace = try connection.cached("INSERT OR REPLACE INTO \(table) (key, vv, tombstoned, seq) VALUES (?1, ?2, 1, ?3)")
+            var sequence = try connection.scalarInt("SELECT tombstone_seq FROM replica") ?? 0
             for key in keys {
                 lookup.reset()
                 try lookup.bind(1, key)
@@ -173,6 +174,8 @@ struct DeleteFloor {
                 replace.reset()
                 try replace.bind(1, key)
                 try replace.bind(2, vector)
+                sequence += 1
+                try replace.bind(3, sequence)
                 try replace.step()
             }
         }

@@ -123,7 +123,7 @@ public final class Simulation {
 
     private func updateRosters() {
         let roster = self.roster
-        for device in devices { device.node.updateRoster(roster) }
+        for device in devices { carryOut(device.node.updateRoster(roster), for: device) }
     }
 
     /// The roster as a device knows it: a revoked one still has the roster it was revoked from.
@@ -277,7 +277,10 @@ public final class Simulation {
     /// Hands an input to a device's node and carries out what it returns. Offline
     /// devices still run (their app writes, their timers fire); their frames go nowhere.
     func deliver(_ input: FleetInput, to device: SimulatedDevice) {
-        let outputs = device.node.handle(input)
+        carryOut(device.node.handle(input), for: device)
+    }
+
+    private func carryOut(_ outputs: [FleetOutput], for device: SimulatedDevice) {
         for output in outputs {
             switch output {
             case let .send(to, bytes):
@@ -289,6 +292,11 @@ public final class Simulation {
             case .log(let event):
                 device.logged[event.kind, default: 0] += 1
                 if event.kind == .unknownDevice, let peer = event.peer { device.refusedSenders.insert(peer) }
+            case .writeAnchor(let anchor):
+                // No anchor substrate is simulated yet, and the simulated nodes run
+                // with collection off: a write that is asked for anyway fails, so
+                // the round aborts and every tombstone stays (001 §8).
+                deliver(.anchorWritten(round: anchor.header.round, succeeded: false), to: device)
             }
         }
     }

@@ -128,12 +128,50 @@ import TestSupport
         var type = valid
         type[1] = 200
         #expect { _ = try FrameCodec.decode(type) } throws: { ($0 as? CodecError)?.code == .valueOutOfRange }
+        // An advertisement's body under a barrier frame's type is too short for one.
         var barrier = valid
         barrier[1] = 16
-        #expect { _ = try FrameCodec.decode(barrier) } throws: { ($0 as? CodecError)?.code == .unknownVersion }
+        #expect { _ = try FrameCodec.decode(barrier) } throws: { ($0 as? CodecError)?.code == .truncated }
         var flags = valid
         flags[2] = 6
         #expect { _ = try FrameCodec.decode(flags) } throws: { ($0 as? CodecError)?.code == .notCanonical }
+    }
+
+    static var barrierFrames: [Frame] {
+        var generator = SeededGenerator(seed: 8)
+        let round = RoundNonce.generate(using: &generator)
+        let digest = SHA256().hash("content".bytes)
+        return [
+            .gcPropose(BarrierProposal(round: round, digest: digest, generation: 1)),
+            .gcAck(BarrierAnswer(round: round, digest: digest)),
+            .gcAck(.decline(round)),
+            .gcCommit(BarrierProposal(round: round, digest: digest, generation: 300)),
+        ]
+    }
+
+    @Test func barrierFramesRoundTripAndEveryTruncationIsATypedError() throws {
+        for frame in Self.barrierFrames {
+            let bytes = FrameCodec.encode(frame)
+            #expect(try FrameCodec.decode(bytes) == frame)
+            // Nonce, digest and a short varint: small frames, never deflated.
+            #expect(bytes.count <= 3 + 16 + 32 + 2)
+            for length in 0..<bytes.count {
+                #expect(throws: CodecError.self) { _ = try FrameCodec.decode(Array(bytes.prefix(length))) }
+            }
+            #expect { _ = try FrameCodec.decode(bytes + [0]) } throws: { ($0 as? CodecError)?.code == .trailingBytes }
+        }
+        #expect(try FrameCodec.decode(FrameCodec.encode(.gcAck(.decline(Self.barrierRound)))) == .gcAck(.decline(Self.barrierRound)))
+    }
+
+    static var barrierRound: RoundNonce {
+        var generator = SeededGenerator(seed: 8)
+        return RoundNonce.generate(using: &generator)
+    }
+
+    @Test func aRoundToGenerationZeroIsRefused() throws {
+        var bytes = FrameCodec.encode(.gcCommit(BarrierProposal(round: Self.barrierRound, digest: .zero, generation: 1)))
+        bytes[bytes.count - 1] = 0
+        #expect { _ = try FrameCodec.decode(bytes) } throws: { ($0 as? CodecError)?.code == .valueOutOfRange }
     }
 
     @Test func aCompressionBombIsRefused() throws {

@@ -15,7 +15,7 @@ public struct FleetNode {
     /// The devices of the account, this one included. Frames from anyone else are refused.
     public private(set) var roster: Set<DeviceID>
     public let configuration: FleetConfiguration
-    private var random: any RandomNumberGenerator
+    var random: any RandomNumberGenerator
 
     private struct SessionKey: Hashable {
         let peer: DeviceID
@@ -33,7 +33,8 @@ public struct FleetNode {
     private var sessions: [SessionKey: Session] = [:]
     private var changePending = false
     private var logged: Set<String> = []
-    private var nextEpoch: UInt64 = 0
+    var nextEpoch: UInt64 = 0
+    var barrier = BarrierState()
 
     public init(replica: Replica, roster: Set<DeviceID>, configuration: FleetConfiguration = FleetConfiguration(), random: any RandomNumberGenerator) {
         self.replica = replica
@@ -54,11 +55,14 @@ public struct FleetNode {
         case .start:
             sessions.removeAll()
             changePending = false
-            return advertiseToAll() + [.arm(.advertise, afterMilliseconds: configuration.advertiseIntervalMilliseconds)]
+            barrier = BarrierState()
+            // A device alone triggers its own rounds (DESIGN §6).
+            let alone = peers.isEmpty ? considerRound() : []
+            return advertiseToAll() + [.arm(.advertise, afterMilliseconds: configuration.advertiseIntervalMilliseconds)] + alone
         case .timer(.advertise):
             return advertiseToAll() + [.arm(.advertise, afterMilliseconds: configuration.advertiseIntervalMilliseconds)]
         case .localChange:
-            return noteChange()
+            return noteChange() + (peers.isEmpty ? considerRound() : [])
         case .timer(.changeDebounce):
             changePending = false
             return advertiseToAll()
@@ -69,13 +73,27 @@ public struct FleetNode {
             return [.log(FleetEvent(kind: .sessionTimedOut, peer: peer, namespace: namespace, message: "no reply within \(configuration.sessionTimeoutMilliseconds) ms; dropped"))]
         case .frame(let peer, let bytes):
             return receive(bytes, from: peer)
+        case .timer(.barrierDebounce):
+            return barrierDebounceFired()
+        case .timer(.barrierRound(let epoch)):
+            return barrierRoundExpired(epoch: epoch)
+        case .timer(.barrierBackoff):
+            return barrierBackoffFired()
+        case let .anchorWritten(round, succeeded):
+            return anchorWritten(round: round, succeeded: succeeded)
         }
     }
 
     /// Replaces the roster (join and revoke arrive this way).
-    public mutating func updateRoster(_ devices: Set<DeviceID>) {
+    /// A round in progress fails at once when the roster changes (DESIGN §6: the
+    /// roster is fenced), so the outputs cancel its timer and arm the back-off.
+    @discardableResult
+    public mutating func updateRoster(_ devices: Set<DeviceID>) -> [FleetOutput] {
         roster = devices.union([replica.device])
         for key in sessions.keys where !roster.contains(key.peer) { sessions[key] = nil }
+        barrier.heard = barrier.heard.filter { roster.contains($0.key) }
+        guard let round = barrier.round, round.members != roster else { return [] }
+        return failRound("the roster changed during the round", missing: [])
     }
 
     // MARK: - Advertising
@@ -96,7 +114,7 @@ public struct FleetNode {
         }
     }
 
-    private mutating func noteChange() -> [FleetOutput] {
+    mutating func noteChange() -> [FleetOutput] {
         guard !changePending else { return [] }
         changePending = true
         return [.arm(.changeDebounce, afterMilliseconds: configuration.changeDebounceMilliseconds)]
@@ -114,13 +132,18 @@ public struct FleetNode {
         } catch {
             return logOnce(.rejectedFrame, peer: peer, namespace: nil, "\(error)")
         }
+        let resumed = heardFrom(peer)
         switch frame {
-        case .advertisement(let advertisement): return receive(advertisement, from: peer)
-        case .reconcile(let message): return receive(message, from: peer)
+        case .advertisement(let advertisement): return resumed + receive(advertisement, from: peer)
+        case .reconcile(let message): return resumed + receive(message, from: peer)
+        case .gcPropose(let proposal): return resumed + receive(proposal: proposal, from: peer)
+        case .gcAck(let answer): return resumed + receive(answer, from: peer)
+        case .gcCommit(let commit): return resumed + receive(commit: commit, from: peer)
         }
     }
 
     private mutating func receive(_ advertisement: Advertisement, from peer: DeviceID) -> [FleetOutput] {
+        barrier.heard[peer] = advertisement
         guard advertisement.generation == replica.generation else {
             // 001 §7: pulling across a generation gap is the operation that would resurrect.
             return logOnce(
@@ -145,7 +168,9 @@ public struct FleetNode {
             outputs += logOnce(.undeclaredNamespace, peer: peer, namespace: name, "peer advertises a namespace this device has not declared")
         }
         if allEqual {
+            // 001 §4: the one place where a digest exchange found no divergent namespace.
             outputs.append(.log(FleetEvent(kind: .inSync, peer: peer, namespace: nil, message: "every namespace root equal")))
+            outputs += considerRound()
         }
         return outputs
     }

@@ -7,11 +7,33 @@ public struct FleetConfiguration: Sendable {
     public var changeDebounceMilliseconds: Int64
     /// How long a reconcile session may wait for the peer's next message.
     public var sessionTimeoutMilliseconds: Int64
+    /// Whether this device takes part in barrier rounds: leads them and acks
+    /// them (001 §4). Off, it never acks, so the account collects nothing while
+    /// it is on the roster (001 §9: the safe direction to fail). Off by default
+    /// until the whole collection path (recovery from the anchor included) ships.
+    public var collects: Bool
+    /// How long the fleet must stay in sync before the leader opens a round (001 §4).
+    public var barrierDebounceMilliseconds: Int64
+    /// How long a round may wait for its acks and its anchor before it is abandoned.
+    public var barrierRoundMilliseconds: Int64
+    /// The pause after a failed round, doubled after each further failure up to
+    /// ``barrierMaximumBackoffMilliseconds`` (DESIGN §6: no futile rounds).
+    public var barrierBackoffMilliseconds: Int64
+    public var barrierMaximumBackoffMilliseconds: Int64
 
-    public init(advertiseIntervalMilliseconds: Int64 = 30_000, changeDebounceMilliseconds: Int64 = 250, sessionTimeoutMilliseconds: Int64 = 20_000) {
+    public init(
+        advertiseIntervalMilliseconds: Int64 = 30_000, changeDebounceMilliseconds: Int64 = 250, sessionTimeoutMilliseconds: Int64 = 20_000,
+        collects: Bool = false, barrierDebounceMilliseconds: Int64 = 5_000, barrierRoundMilliseconds: Int64 = 15_000,
+        barrierBackoffMilliseconds: Int64 = 600_000, barrierMaximumBackoffMilliseconds: Int64 = 3_600_000
+    ) {
         self.advertiseIntervalMilliseconds = advertiseIntervalMilliseconds
         self.changeDebounceMilliseconds = changeDebounceMilliseconds
         self.sessionTimeoutMilliseconds = sessionTimeoutMilliseconds
+        self.collects = collects
+        self.barrierDebounceMilliseconds = barrierDebounceMilliseconds
+        self.barrierRoundMilliseconds = barrierRoundMilliseconds
+        self.barrierBackoffMilliseconds = barrierBackoffMilliseconds
+        self.barrierMaximumBackoffMilliseconds = barrierMaximumBackoffMilliseconds
     }
 }
 
@@ -25,6 +47,8 @@ public enum FleetInput: Sendable, Equatable {
     case timer(FleetTimer)
     /// The app wrote to the replica.
     case localChange
+    /// The anchor write asked for by ``FleetOutput/writeAnchor(_:)`` ended: landed or failed.
+    case anchorWritten(round: RoundNonce, succeeded: Bool)
 }
 
 /// What a ``FleetNode`` asks its runtime to do.
@@ -37,6 +61,10 @@ public enum FleetOutput: Sendable, Equatable {
     case cancel(FleetTimer)
     /// Something worth telling whoever watches: a rejected frame, a finished session.
     case log(FleetEvent)
+    /// Seal this anchor with the account key and write it to the anchor substrate,
+    /// then report with ``FleetInput/anchorWritten(round:succeeded:)`` (001 §8:
+    /// nothing is collected until it has landed).
+    case writeAnchor(Anchor)
 }
 
 /// The node's timers.
@@ -45,6 +73,12 @@ public enum FleetTimer: Sendable, Hashable {
     case changeDebounce
     /// A session's inactivity timer; `epoch` tells a stale firing from the current one.
     case session(peer: DeviceID, namespace: String, epoch: UInt64)
+    /// The fleet has been in sync for the barrier's debounce: the leader may open a round.
+    case barrierDebounce
+    /// A round's deadline; `epoch` names the round it was armed for.
+    case barrierRound(epoch: UInt64)
+    /// The pause after a failed round is over.
+    case barrierBackoff
 }
 
 /// A notable event, reported through ``FleetOutput/log(_:)``.
@@ -68,6 +102,14 @@ public struct FleetEvent: Sendable, Equatable, CustomStringConvertible {
         case sessionTimedOut
         /// A peer's digest equals this device's in every namespace.
         case inSync
+        /// This device, the leader, opened a barrier round.
+        case roundOpened
+        /// A round was abandoned: a missing or differing ack, a roster change, a failed anchor write, the deadline.
+        case roundFailed
+        /// A round committed here: the message says what was collected.
+        case roundCommitted
+        /// A barrier frame was ignored (not from the leader, a stale round, a generation that does not follow).
+        case barrierIgnored
     }
 
     public let kind: Kind

@@ -82,7 +82,8 @@ extension Replica {
             try connection.execute("UPDATE replica SET generation = ? WHERE id = 1", [.integer(Int64(generation))])
             if unmoved {
                 try connection.execute(
-                    "UPDATE barrier SET collected_ms = ?, collected_count = ? WHERE id = 1", [.integer(clock.nowMilliseconds()), .integer(Int64(dropped))])
+                    "UPDATE barrier SET collected_ms = ?, collected_count = ?, collected_through = ? WHERE id = 1",
+                    [.integer(clock.nowMilliseconds()), .integer(Int64(dropped)), .integer(Int64(ack.watermark))])
             }
             return dropped
         }
@@ -90,6 +91,15 @@ extension Replica {
         guard unmoved else { return .adoptedKeepingTombstones }
         if dropped > 0 { try connection.returnFreePages() }
         return .collected(dropped)
+    }
+
+    /// Whether a tombstone may have been written since the last collection: what
+    /// makes a barrier round worth opening. Cheap (no table is scanned); it can
+    /// only err towards a round that finds nothing to drop (a tombstone since
+    /// revived by an edit).
+    public func mayHoldTombstones() throws -> Bool {
+        let collected = try connection.scalarInt("SELECT collected_through FROM barrier WHERE id = 1") ?? 0
+        return tombstoneSequence > UInt64(collected)
     }
 
     /// When this device last collected, and how many tombstones.

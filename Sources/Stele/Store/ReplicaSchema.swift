@@ -60,7 +60,9 @@ enum ReplicaSchema {
                     acked_generation INTEGER CHECK (acked_generation IS NULL OR acked_generation > 0),
                     watermark INTEGER NOT NULL DEFAULT 0 CHECK (watermark >= 0),
                     collected_ms INTEGER,
-                    collected_count INTEGER NOT NULL DEFAULT 0
+                    collected_count INTEGER NOT NULL DEFAULT 0,
+                    -- Every tombstone at or below this sequence number has been collected.
+                    collected_through INTEGER NOT NULL DEFAULT 0 CHECK (collected_through >= 0)
                 );
                 INSERT INTO barrier (id) VALUES (1);
                 """)

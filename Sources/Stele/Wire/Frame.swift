@@ -5,6 +5,45 @@ public enum Frame: Sendable, Equatable {
     case advertisement(Advertisement)
     /// One step of a range reconcile of one namespace.
     case reconcile(ReconcileMessage)
+    /// The barrier's leader opens a round (001 §4).
+    case gcPropose(BarrierProposal)
+    /// A device answers a round with its freshly computed digest (001 §4-5).
+    case gcAck(BarrierAnswer)
+    /// The leader commits a round: the anchor has landed (001 §4, §8).
+    case gcCommit(BarrierProposal)
+}
+
+/// A barrier round as the leader names it: `gc_propose` and `gc_commit` carry this.
+public struct BarrierProposal: Sendable, Equatable {
+    /// The round's fresh random nonce (001 §5).
+    public let round: RoundNonce
+    /// The content digest: the leader's at propose, the agreed one at commit.
+    public let digest: Hash32
+    /// The generation the round moves the fleet to (one above the leader's).
+    public let generation: UInt64
+
+    public init(round: RoundNonce, digest: Hash32, generation: UInt64) {
+        self.round = round
+        self.digest = digest
+        self.generation = generation
+    }
+}
+
+/// `gc_ack`: "when you asked, in this round, I was at this digest" (001 §5).
+/// An all-zero digest (never a SHA-256 output in practice) declines: the
+/// device has collection off and will not ack.
+public struct BarrierAnswer: Sendable, Equatable {
+    public let round: RoundNonce
+    public let digest: Hash32
+
+    public init(round: RoundNonce, digest: Hash32) {
+        self.round = round
+        self.digest = digest
+    }
+
+    public static func decline(_ round: RoundNonce) -> BarrierAnswer { BarrierAnswer(round: round, digest: .zero) }
+
+    public var isDecline: Bool { digest == .zero }
 }
 
 /// A device's digest: what it holds, in 32 bytes per namespace.

@@ -2,8 +2,9 @@
 ///
 /// Envelope: a format version byte, a frame type byte, a flags byte (bit 0: the
 /// body is deflated, and its inflated length follows as a varint), then the body.
-/// Types 1 and 2 are the advertisement and the reconcile step; 16–18 are kept for
-/// the barrier's `gc_propose`, `gc_ack` and `gc_commit`.
+/// Types 1 and 2 are the advertisement and the reconcile step; 16–18 are the
+/// barrier's `gc_propose`, `gc_ack` and `gc_commit`: a 16-byte nonce, a 32-byte
+/// digest and (propose, commit) the generation as a varint.
 ///
 /// A decoder never traps on input: short, oversized or malformed bytes throw
 /// ``CodecError`` and nothing else happens.
@@ -13,7 +14,7 @@ public enum FrameCodec {
     enum FrameType: UInt8 {
         case advertisement = 1
         case reconcile = 2
-        // Reserved for the convergence barrier (001 §4): not decoded by this version.
+        // The convergence barrier (001 §4).
         case gcPropose = 16, gcAck = 17, gcCommit = 18
     }
 
@@ -31,6 +32,16 @@ public enum FrameCodec {
         case .reconcile(let message):
             type = .reconcile
             ReconcileCodec.encode(message, into: &body)
+        case .gcPropose(let proposal):
+            type = .gcPropose
+            encode(proposal, into: &body)
+        case .gcAck(let answer):
+            type = .gcAck
+            body.append(answer.round.bytes)
+            body.append(answer.digest.bytes)
+        case .gcCommit(let proposal):
+            type = .gcCommit
+            encode(proposal, into: &body)
         }
         var output = ByteWriter(capacity: body.bytes.count + 8)
         output.append(formatVersion)
@@ -75,8 +86,11 @@ public enum FrameCodec {
         switch FrameType(rawValue: rawType) {
         case .advertisement: frame = .advertisement(try decodeAdvertisement(&reader))
         case .reconcile: frame = .reconcile(try ReconcileCodec.decode(&reader))
-        case .gcPropose, .gcAck, .gcCommit:
-            throw CodecError(.unknownVersion, "frame type \(rawType) (tombstone collection) is not supported by this build")
+        case .gcPropose: frame = .gcPropose(try decodeProposal(&reader))
+        case .gcAck:
+            let round = try RoundNonce(bytes: try reader.readBytes(RoundNonce.byteCount, "gc_ack nonce"))
+            frame = .gcAck(BarrierAnswer(round: round, digest: try Hash32(bytes: try reader.readBytes(Hash32.byteCount, "gc_ack digest"))))
+        case .gcCommit: frame = .gcCommit(try decodeProposal(&reader))
         case nil:
             throw CodecError(.valueOutOfRange, "unknown frame type \(rawType)")
         }
@@ -86,6 +100,22 @@ public enum FrameCodec {
 
     /// The largest encoded frame accepted (a deflated body is checked again once inflated).
     static let maximumEncodedBytes = WireLimits.maximumFrameBytes + 64
+
+    // MARK: - Barrier
+
+    static func encode(_ proposal: BarrierProposal, into writer: inout ByteWriter) {
+        writer.append(proposal.round.bytes)
+        writer.append(proposal.digest.bytes)
+        writer.appendVarint(proposal.generation)
+    }
+
+    static func decodeProposal(_ reader: inout ByteReader) throws -> BarrierProposal {
+        let round = try RoundNonce(bytes: try reader.readBytes(RoundNonce.byteCount, "barrier nonce"))
+        let digest = try Hash32(bytes: try reader.readBytes(Hash32.byteCount, "barrier digest"))
+        let generation = try reader.readVarint("barrier generation")
+        guard generation > 0 else { throw CodecError(.valueOutOfRange, "a barrier round moves to generation 1 or above, not 0") }
+        return BarrierProposal(round: round, digest: digest, generation: generation)
+    }
 
     // MARK: - Advertisement
 

@@ -1,0 +1,221 @@
+/// The convergence barrier (001 §4-5, §8; DESIGN §6), as part of the node's
+/// state machine: the leader (the lowest device id on the roster) opens a round
+/// once every sibling's last advertisement equals its own and tombstones may be
+/// held; every roster member acks with its freshly computed content digest;
+/// with every ack in and every digest equal to the leader's fresh one, the
+/// anchor is written at the next generation, and only once it has landed is
+/// `gc_commit` sent and anything dropped. Each device's commit drops only what
+/// its ack vouched for, and only if its content is unmoved
+/// (``Replica/commit(round:digest:generation:)``).
+struct BarrierState {
+    /// A round this device leads.
+    struct Round {
+        let proposal: BarrierProposal
+        /// The roster when the round opened: a change before commit aborts it.
+        let members: Set<DeviceID>
+        var acks: [DeviceID: Hash32]
+        let epoch: UInt64
+        /// The digest every ack agreed on, once the anchor write was asked for.
+        var agreed: Hash32?
+    }
+
+    /// Each sibling's last advertisement: the leader's view of who is in sync.
+    var heard: [DeviceID: Advertisement] = [:]
+    var debounceArmed = false
+    var round: Round?
+    /// After a failed round: no new round until the back-off timer fires or one
+    /// of these devices (whose ack was missing) is heard from.
+    var backingOff = false
+    var waitingFor: Set<DeviceID> = []
+    /// Failed rounds in a row: the back-off doubles with each.
+    var failures = 0
+}
+
+extension FleetNode {
+    /// The device that leads rounds: the lowest id on the roster (001 §4).
+    var leader: DeviceID { roster.min() ?? replica.device }
+
+    // MARK: - Triggering
+
+    /// Arms the debounce when a round could open now.
+    mutating func considerRound() -> [FleetOutput] {
+        guard !barrier.debounceArmed, mayOpenRound() else { return [] }
+        barrier.debounceArmed = true
+        return [.arm(.barrierDebounce, afterMilliseconds: configuration.barrierDebounceMilliseconds)]
+    }
+
+    private func mayOpenRound() -> Bool {
+        guard configuration.collects, leader == replica.device, barrier.round == nil, !barrier.backingOff else { return false }
+        guard (try? replica.mayHoldTombstones()) == true, let mine = try? advertisement() else { return false }
+        // Every sibling last advertised exactly what this device holds now.
+        return peers.allSatisfy { barrier.heard[$0] == mine }
+    }
+
+    mutating func barrierDebounceFired() -> [FleetOutput] {
+        barrier.debounceArmed = false
+        guard mayOpenRound() else { return [] }
+        return openRound()
+    }
+
+    private mutating func openRound() -> [FleetOutput] {
+        do {
+            let digest = try replica.contentDigest()
+            let proposal = BarrierProposal(round: RoundNonce.generate(using: &random), digest: digest, generation: replica.generation + 1)
+            // The leader acks its own round: its watermark is taken now.
+            try replica.recordAck(round: proposal.round, digest: digest, generation: proposal.generation)
+            nextEpoch += 1
+            barrier.round = BarrierState.Round(proposal: proposal, members: roster, acks: [replica.device: digest], epoch: nextEpoch)
+            let frame = FrameCodec.encode(.gcPropose(proposal))
+            var outputs: [FleetOutput] = peers.map { .send(to: $0, bytes: frame) }
+            outputs.append(.arm(.barrierRound(epoch: nextEpoch), afterMilliseconds: configuration.barrierRoundMilliseconds))
+            outputs.append(.log(FleetEvent(kind: .roundOpened, peer: nil, namespace: nil, message: "round \(proposal.round) to generation \(proposal.generation)")))
+            return outputs + acksComplete()
+        } catch {
+            return [.log(FleetEvent(kind: .roundFailed, peer: nil, namespace: nil, message: "could not open a round: \(error)"))]
+        }
+    }
+
+    // MARK: - The leader's side
+
+    mutating func receive(_ answer: BarrierAnswer, from peer: DeviceID) -> [FleetOutput] {
+        guard var round = barrier.round, round.proposal.round == answer.round, round.members.contains(peer), round.agreed == nil else {
+            return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "an ack for round \(answer.round), which is not open here"))]
+        }
+        if answer.isDecline {
+            // Not a device to wait for: it is there and says no (001 §9).
+            return failRound("device \(peer) has collection off and declined", missing: [])
+        }
+        round.acks[peer] = answer.digest
+        barrier.round = round
+        return acksComplete()
+    }
+
+    /// With every member's ack in: the fence, the digests, then the anchor write.
+    private mutating func acksComplete() -> [FleetOutput] {
+        guard let round = barrier.round, round.agreed == nil, Set(round.acks.keys) == round.members else { return [] }
+        guard roster == round.members else { return failRound("the roster changed during the round", missing: []) }
+        do {
+            let fresh = try replica.contentDigest()
+            if let differing = round.acks.first(where: { $0.value != fresh }) {
+                let who = differing.key == replica.device ? "this device's content moved" : "device \(differing.key) acked another digest"
+                return failRound("\(who); the fleet is not converged", missing: [])
+            }
+            let generation = round.proposal.generation
+            let header = AnchorHeader(account: replica.account, generation: generation, round: round.proposal.round, digest: fresh)
+            let snapshot = try Snapshot.take(of: replica, generation: generation)
+            barrier.round?.agreed = fresh
+            return [.writeAnchor(Anchor(header: header, snapshot: snapshot.encoded))]
+        } catch {
+            return failRound("could not take the snapshot: \(error)", missing: [])
+        }
+    }
+
+    /// The anchor write ended. Landed: commit everywhere (001 §8: anchor first, then GC).
+    mutating func anchorWritten(round nonce: RoundNonce, succeeded: Bool) -> [FleetOutput] {
+        guard let round = barrier.round, round.proposal.round == nonce, let agreed = round.agreed else {
+            // A round abandoned while its write was slow: the anchor it left is a floor
+            // nobody stands on, and the next round overwrites it (001 §8).
+            return [.log(FleetEvent(kind: .barrierIgnored, peer: nil, namespace: nil, message: "the anchor of round \(nonce) landed after the round was abandoned"))]
+        }
+        guard succeeded else { return failRound("the anchor write failed; every tombstone is kept", missing: []) }
+        barrier.round = nil
+        barrier.failures = 0
+        let commit = BarrierProposal(round: nonce, digest: agreed, generation: round.proposal.generation)
+        let frame = FrameCodec.encode(.gcCommit(commit))
+        var outputs: [FleetOutput] = round.members.subtracting([replica.device]).sorted().map { .send(to: $0, bytes: frame) }
+        outputs.append(.cancel(.barrierRound(epoch: round.epoch)))
+        // The leader's own commit re-checks its digest: a delete made during the
+        // upload has been through no barrier and keeps its tombstone (001 §8).
+        return outputs + applyCommit(commit, from: nil)
+    }
+
+    mutating func barrierRoundExpired(epoch: UInt64) -> [FleetOutput] {
+        guard let round = barrier.round, round.epoch == epoch else { return [] }
+        let missing = round.members.subtracting(round.acks.keys)
+        let reason =
+            round.agreed != nil
+            ? "the anchor did not land within \(configuration.barrierRoundMilliseconds) ms"
+            : "no ack from \(missing.sorted().map(\.description).joined(separator: ", ")) within \(configuration.barrierRoundMilliseconds) ms"
+        return failRound(reason, missing: missing, timerFired: true)
+    }
+
+    mutating func failRound(_ reason: String, missing: Set<DeviceID>, timerFired: Bool = false) -> [FleetOutput] {
+        var outputs: [FleetOutput] = []
+        if let round = barrier.round, !timerFired { outputs.append(.cancel(.barrierRound(epoch: round.epoch))) }
+        barrier.round = nil
+        barrier.failures += 1
+        barrier.backingOff = true
+        barrier.waitingFor = missing
+        let doubling = Int64(1) << Int64(min(barrier.failures - 1, 20))
+        let pause = min(configuration.barrierBackoffMilliseconds.multipliedReportingOverflow(by: doubling).partialValue, configuration.barrierMaximumBackoffMilliseconds)
+        outputs.append(.arm(.barrierBackoff, afterMilliseconds: max(pause, 0)))
+        outputs.append(.log(FleetEvent(kind: .roundFailed, peer: nil, namespace: nil, message: "\(reason); next round in \(pause / 1000) s at the latest")))
+        return outputs
+    }
+
+    mutating func barrierBackoffFired() -> [FleetOutput] {
+        barrier.backingOff = false
+        barrier.waitingFor = []
+        return considerRound()
+    }
+
+    /// Any frame from a device a failed round waited for ends the back-off early.
+    mutating func heardFrom(_ peer: DeviceID) -> [FleetOutput] {
+        guard barrier.backingOff, barrier.waitingFor.contains(peer) else { return [] }
+        barrier.backingOff = false
+        barrier.waitingFor = []
+        return [.cancel(.barrierBackoff)]
+    }
+
+    // MARK: - A member's side
+
+    mutating func receive(proposal: BarrierProposal, from peer: DeviceID) -> [FleetOutput] {
+        guard peer == leader else {
+            return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "a proposal from a device that does not lead this roster"))]
+        }
+        guard configuration.collects else {
+            // 001 §9: such a device never acks. It says so, rather than leaving the
+            // leader to wait out the round and retry each time it is heard from.
+            return [
+                .send(to: peer, bytes: FrameCodec.encode(.gcAck(.decline(proposal.round)))),
+                .log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "collection is off on this device; declined")),
+            ]
+        }
+        guard proposal.generation == replica.generation + 1 else {
+            return [
+                .log(FleetEvent(
+                    kind: .barrierIgnored, peer: peer, namespace: nil,
+                    message: "a proposal to generation \(proposal.generation) at generation \(replica.generation)"))
+            ]
+        }
+        do {
+            let digest = try replica.contentDigest()
+            try replica.recordAck(round: proposal.round, digest: digest, generation: proposal.generation)
+            return [.send(to: peer, bytes: FrameCodec.encode(.gcAck(BarrierAnswer(round: proposal.round, digest: digest))))]
+        } catch {
+            return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "could not ack: \(error)"))]
+        }
+    }
+
+    mutating func receive(commit: BarrierProposal, from peer: DeviceID) -> [FleetOutput] {
+        guard peer == leader else {
+            return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "a commit from a device that does not lead this roster"))]
+        }
+        return applyCommit(commit, from: peer)
+    }
+
+    private mutating func applyCommit(_ commit: BarrierProposal, from peer: DeviceID?) -> [FleetOutput] {
+        do {
+            let outcome = try replica.commit(round: commit.round, digest: commit.digest, generation: commit.generation)
+            switch outcome {
+            case .notAcked, .generationNotAhead:
+                return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "commit of round \(commit.round): \(outcome)"))]
+            case .adoptedKeepingTombstones, .collected:
+                // The generation moved: siblings hear it at once.
+                return [.log(FleetEvent(kind: .roundCommitted, peer: peer, namespace: nil, message: "generation \(commit.generation): \(outcome)"))] + noteChange()
+            }
+        } catch {
+            return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "could not commit round \(commit.round): \(error)"))]
+        }
+    }
+}

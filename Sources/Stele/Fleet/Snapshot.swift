@@ -1,0 +1,67 @@
+/// A full snapshot of a replica's live content: the body of an anchor (001 §7),
+/// and later what a sibling serves a device that cannot reach the anchor.
+///
+/// Bytes: "STELESNP", a format byte, the generation it was taken for (varint),
+/// the number of namespaces, then per namespace one length-prefixed reconcile
+/// step (``ReconcileCodec``) carrying every live record with its bookkeeping
+/// (vectors, stamps): the rows recovery imports, with their clocks (001 §7:
+/// recovered rows' clocks come from the snapshot). Tombstones are not in it: a
+/// snapshot is written for a round that collects them.
+public struct Snapshot: Sendable, Equatable {
+    public let generation: UInt64
+    /// One step per replicated namespace, in name order, `records` holding its live rows.
+    public let namespaces: [ReconcileMessage]
+
+    static let magic = Array("STELESNP".utf8)
+    static let format: UInt8 = 1
+
+    /// Reads every live record of every replicated namespace.
+    static func take(of replica: Replica, generation: UInt64) throws -> Snapshot {
+        var namespaces: [ReconcileMessage] = []
+        for declaration in replica.namespaces where declaration.kind.isReplicated {
+            let records = try NamespaceSync(replica: replica, declaration: declaration).records(from: [], below: nil)
+            namespaces.append(ReconcileMessage(session: 0, namespace: declaration.name, kind: declaration.kind, generation: generation, records: records))
+        }
+        return Snapshot(generation: generation, namespaces: namespaces)
+    }
+
+    public var encoded: [UInt8] {
+        var writer = ByteWriter()
+        writer.append(Self.magic)
+        writer.append(Self.format)
+        writer.appendVarint(generation)
+        writer.appendVarint(UInt64(namespaces.count))
+        for namespace in namespaces {
+            var body = ByteWriter()
+            ReconcileCodec.encode(namespace, into: &body)
+            writer.appendBytes(body.bytes)
+        }
+        return writer.bytes
+    }
+
+    /// - Throws: ``CodecError`` for bytes that are not a snapshot this build reads.
+    public init(decoding bytes: [UInt8]) throws {
+        var reader = ByteReader(bytes)
+        guard Array(try reader.readBytes(Self.magic.count, "snapshot magic")) == Self.magic else {
+            throw CodecError(.valueOutOfRange, "the bytes are not a Stele snapshot")
+        }
+        let format = try reader.readByte("snapshot format")
+        guard format == Self.format else { throw CodecError(.unknownVersion, "snapshot format \(format) is not known to this build") }
+        generation = try reader.readVarint("snapshot generation")
+        let count = try reader.readItemCount("snapshot namespaces", maximum: WireLimits.maximumNamespaces)
+        var namespaces: [ReconcileMessage] = []
+        for index in 0..<count {
+            var body = ByteReader(try reader.readByteArray("snapshot namespace \(index)", maximumBytes: AnchorFile.maximumCount))
+            let message = try ReconcileCodec.decode(&body)
+            try body.expectEnd("snapshot namespace \(index)")
+            namespaces.append(message)
+        }
+        try reader.expectEnd("snapshot")
+        self.namespaces = namespaces
+    }
+
+    init(generation: UInt64, namespaces: [ReconcileMessage]) {
+        self.generation = generation
+        self.namespaces = namespaces
+    }
+}

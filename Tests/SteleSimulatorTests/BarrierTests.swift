@@ -1,0 +1,344 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import Stele
+
+/// The barrier as the nodes run it (001 §4-8, DESIGN §6), driven by a small
+/// harness: frames delivered in order, timers fired on a virtual clock, anchors
+/// written to a real directory store, with failures on demand.
+@Suite struct BarrierTests {
+    final class Harness {
+        enum AnchorPolicy { case land, fail, hang }
+
+        let fleet: TestFleet
+        let directory: TemporaryDirectory
+        let anchors: DirectoryAnchorStore
+        let key = AccountKey.generate()
+        var nodes: [FleetNode]
+        var now: Int64 = 0
+        /// Frames and anchor reports, delivered in order.
+        var pending: [(to: Int, input: FleetInput)] = []
+        var timers: [Int: [FleetTimer: Int64]] = [:]
+        var asleep: Set<Int> = []
+        var anchorPolicy = AnchorPolicy.land
+        var events: [(device: Int, event: FleetEvent)] = []
+        /// Every frame sent: to replay one later.
+        var sent: [(from: Int, to: Int, bytes: [UInt8])] = []
+        var anchorWrites = 0
+        /// While set, acks on their way to the leader are held back here instead.
+        var holdAcks = false
+        var heldAcks: [(to: Int, input: FleetInput)] = []
+
+        init(devices: Int, collects: [Bool]? = nil, seed: UInt64 = 3) throws {
+            fleet = try TestFleet(count: devices, seed: seed)
+            directory = try TemporaryDirectory("barrier")
+            anchors = DirectoryAnchorStore(directory: directory.path)
+            let fleet = self.fleet
+            nodes = try fleet.replicas.enumerated().map { index, replica in
+                try RandomWorkload.declare(on: replica)
+                let configuration = FleetConfiguration(collects: collects?[index] ?? true)
+                return FleetNode(replica: replica, roster: Set(fleet.devices), configuration: configuration, random: SeededGenerator(seed: seed + UInt64(index)))
+            }
+        }
+
+        func index(of device: DeviceID) -> Int { fleet.devices.firstIndex(of: device)! }
+
+        func handle(_ input: FleetInput, at device: Int) {
+            guard !asleep.contains(device) else { return }
+            carryOut(nodes[device].handle(input), at: device)
+        }
+
+        func carryOut(_ outputs: [FleetOutput], at device: Int) {
+            for output in outputs {
+                switch output {
+                case let .send(to, bytes):
+                    sent.append((device, index(of: to), bytes))
+                    pending.append((index(of: to), .frame(from: fleet.devices[device], bytes: bytes)))
+                case let .arm(timer, delay): timers[device, default: [:]][timer] = now + delay
+                case .cancel(let timer): timers[device]?[timer] = nil
+                case .log(let event): events.append((device, event))
+                case .writeAnchor(let anchor):
+                    anchorWrites += 1
+                    switch anchorPolicy {
+                    case .land:
+                        let landed = (try? anchors.write(anchor, key: key)) != nil
+                        pending.append((device, .anchorWritten(round: anchor.header.round, succeeded: landed)))
+                    case .fail: pending.append((device, .anchorWritten(round: anchor.header.round, succeeded: false)))
+                    case .hang: break
+                    }
+                }
+            }
+        }
+
+        func start() { for device in nodes.indices { handle(.start, at: device) } }
+
+        /// Delivers everything and fires every timer due within `milliseconds`.
+        func run(for milliseconds: Int64 = 120_000) {
+            let end = now + milliseconds
+            while true {
+                if !pending.isEmpty {
+                    let (device, input) = pending.removeFirst()
+                    if case .frame = input, asleep.contains(device) { continue }
+                    if holdAcks, case .frame(_, let bytes) = input, case .gcAck = try? FrameCodec.decode(bytes) {
+                        heldAcks.append((device, input))
+                        continue
+                    }
+                    handle(input, at: device)
+                    continue
+                }
+                let due = timers.flatMap { device, timers in timers.map { (device, $0.key, $0.value) } }
+                    .filter { $0.2 <= end && !asleep.contains($0.0) }
+                    .min { ($0.2, $0.0) < ($1.2, $1.0) }
+                guard let (device, timer, deadline) = due else { break }
+                now = max(now, deadline)
+                timers[device]?[timer] = nil
+                handle(.timer(timer), at: device)
+            }
+            now = end
+        }
+
+        func count(_ kind: FleetEvent.Kind, at device: Int? = nil) -> Int {
+            events.filter { $0.event.kind == kind && (device == nil || $0.device == device) }.count
+        }
+
+        func tombstones(_ device: Int) throws -> Int { try fleet[device].tombstoneCounts().values.reduce(0, +) }
+
+        /// The same content on every device, written on the first and applied on
+        /// the others, with a tombstone in a `causal` and an `lww` namespace.
+        func seedTombstones() throws {
+            let first = fleet[0]
+            try first.causal("notes").put("kept", "live".bytes)
+            try first.causal("notes").put("gone", "doomed".bytes)
+            try first.causal("notes").delete("gone")
+            try first.lww("flags").put("dark", "on".bytes)
+            try first.lww("flags").delete("dark")
+            for other in fleet.replicas.dropFirst() {
+                for record in try first.causal("notes").records() { try other.causal("notes").apply(record) }
+                for record in try first.lww("flags").records() { try other.lww("flags").apply(record) }
+            }
+        }
+
+        static func isCommit(_ bytes: [UInt8]) -> Bool {
+            if case .gcCommit = try? FrameCodec.decode(bytes) { return true }
+            return false
+        }
+    }
+
+    @Test func aConvergedFleetCollectsAfterTheAnchorLands() throws {
+        let harness = try Harness(devices: 3)
+        try harness.seedTombstones()
+        let digest = try harness.fleet[0].contentDigest()
+        harness.start()
+        harness.run()
+        #expect(harness.count(.roundOpened, at: 0) == 1)
+        #expect(harness.count(.roundOpened) == 1, "only the leader opens rounds")
+        #expect(harness.anchorWrites == 1)
+        for device in 0..<3 {
+            #expect(harness.fleet[device].generation == 1)
+            #expect(try harness.tombstones(device) == 0)
+            #expect(try harness.fleet[device].causal("notes").get("kept") == "live".bytes)
+        }
+        let header = try #require(try harness.anchors.header(of: harness.fleet.account))
+        #expect(header.generation == 1)
+        #expect(header.digest == digest)
+        // The anchor's body is a snapshot of the live rows, sealed with the account key.
+        let anchor = try #require(try harness.anchors.read(harness.fleet.account, key: harness.key))
+        let snapshot = try Snapshot(decoding: anchor.snapshot)
+        #expect(snapshot.generation == 1)
+        #expect(snapshot.namespaces.first { $0.namespace == "notes" }?.records.count == 1)
+        // Quiet afterwards: nothing left to collect, no further round.
+        harness.run(for: 3_600_000)
+        #expect(harness.count(.roundOpened) == 1)
+    }
+
+    @Test func aSleepingDeviceBlocksCollectionQuietly() throws {
+        let harness = try Harness(devices: 3)
+        try harness.seedTombstones()
+        harness.asleep = [2]
+        harness.start()
+        harness.run(for: 3_600_000)
+        // Never heard from, so never in sync: no round opens, nothing is dropped.
+        #expect(harness.count(.roundOpened) == 0)
+        #expect(harness.anchorWrites == 0)
+        for device in 0..<3 { #expect(try harness.tombstones(device) == 2) }
+        // It wakes: the next advertisements find the fleet in sync, and it collects.
+        harness.asleep = []
+        harness.handle(.start, at: 2)
+        harness.run()
+        for device in 0..<3 {
+            #expect(try harness.tombstones(device) == 0)
+            #expect(harness.fleet[device].generation == 1)
+        }
+    }
+
+    @Test func aFailedAnchorWriteKeepsEveryTombstoneAndTheNextRoundSucceeds() throws {
+        let harness = try Harness(devices: 3)
+        try harness.seedTombstones()
+        harness.anchorPolicy = .fail
+        harness.start()
+        harness.run()
+        #expect(harness.count(.roundFailed) == 1)
+        for device in 0..<3 {
+            #expect(harness.fleet[device].generation == 0)
+            #expect(try harness.tombstones(device) == 2)
+        }
+        #expect(try harness.anchors.header(of: harness.fleet.account) == nil)
+        // Backing off: no futile retry within the ten-minute pause...
+        harness.anchorPolicy = .land
+        harness.run(for: 7 * 60_000)
+        #expect(harness.count(.roundOpened) == 1)
+        // ...and the round after it collects.
+        harness.run(for: 3 * 60_000)
+        #expect(harness.count(.roundOpened) == 2)
+        for device in 0..<3 { #expect(try harness.tombstones(device) == 0) }
+    }
+
+    @Test func anAnchorThatLandsAfterTheRoundDiedIsHarmless() throws {
+        let harness = try Harness(devices: 2)
+        try harness.seedTombstones()
+        harness.anchorPolicy = .hang
+        harness.start()
+        harness.run(for: 30_000)
+        #expect(harness.count(.roundFailed) == 1)
+        // The slow write finally lands: nothing is committed or dropped for it.
+        let round = try #require(try harness.fleet[0].lastAck()).round
+        harness.handle(.anchorWritten(round: round, succeeded: true), at: 0)
+        harness.run(for: 1_000)
+        #expect(harness.count(.roundCommitted) == 0)
+        for device in 0..<2 {
+            #expect(harness.fleet[device].generation == 0)
+            #expect(try harness.tombstones(device) == 2)
+        }
+    }
+
+    @Test func aStaleAckFromAnEarlierRoundDoesNotCountAndAFreshOneDoes() throws {
+        let harness = try Harness(devices: 2)
+        try harness.seedTombstones()
+        harness.holdAcks = true
+        harness.start()
+        // Round one opens at 5 s; its ack is held back, and it dies waiting at 20 s.
+        harness.run(for: 21_000)
+        #expect(harness.count(.roundOpened) == 1)
+        #expect(harness.count(.roundFailed) == 1)
+        let staleAck = try #require(harness.heldAcks.first)
+        harness.heldAcks.removeAll()
+        // The sibling's next advertisement (30 s) ends the back-off early; round two opens.
+        harness.run(for: 16_000)
+        #expect(harness.count(.roundOpened) == 2)
+        #expect(harness.heldAcks.count == 1)
+        // Round one's ack arrives during round two: the nonce is not this round's.
+        harness.holdAcks = false
+        harness.pending.append(staleAck)
+        harness.run(for: 100)
+        #expect(harness.count(.barrierIgnored, at: 0) == 1)
+        #expect(harness.count(.roundCommitted) == 0)
+        #expect(try harness.tombstones(0) == 2)
+        // Round two's own ack commits it.
+        harness.pending.append(harness.heldAcks.removeFirst())
+        harness.run(for: 100)
+        #expect(harness.count(.roundCommitted) == 2)
+        for device in 0..<2 { #expect(try harness.tombstones(device) == 0) }
+    }
+
+    @Test func replayedAndForeignBarrierFramesChangeNothing() throws {
+        let harness = try Harness(devices: 3)
+        try harness.seedTombstones()
+        harness.start()
+        harness.run()
+        #expect(harness.fleet[1].generation == 1)
+        // Replay the leader's commit to device 1: its round is done, the generation does not move.
+        let commit = try #require(harness.sent.last { $0.from == 0 && $0.to == 1 && Harness.isCommit($0.bytes) })
+        try harness.fleet[1].causal("notes").delete("kept")
+        harness.handle(.frame(from: harness.fleet.devices[0], bytes: commit.bytes), at: 1)
+        #expect(harness.fleet[1].generation == 1)
+        #expect(try harness.tombstones(1) == 1)
+        // A proposal or a commit from a device that does not lead is refused.
+        var generator = SeededGenerator(seed: 99)
+        let forged = BarrierProposal(round: RoundNonce.generate(using: &generator), digest: try harness.fleet[1].contentDigest(), generation: 2)
+        let ignoredBefore = harness.count(.barrierIgnored, at: 1)
+        harness.handle(.frame(from: harness.fleet.devices[2], bytes: FrameCodec.encode(.gcPropose(forged))), at: 1)
+        harness.handle(.frame(from: harness.fleet.devices[2], bytes: FrameCodec.encode(.gcCommit(forged))), at: 1)
+        #expect(harness.count(.barrierIgnored, at: 1) == ignoredBefore + 2)
+        #expect(try harness.fleet[1].lastAck()?.round != forged.round)
+        #expect(harness.fleet[1].generation == 1)
+        #expect(try harness.tombstones(1) == 1)
+    }
+
+    @Test func aDeviceWithCollectionOffDeclinesAndTheRoundNamesIt() throws {
+        let harness = try Harness(devices: 3, collects: [true, true, false])
+        try harness.seedTombstones()
+        harness.start()
+        // It declines at once, and the leader does not retry until its pause is over.
+        harness.run(for: 9 * 60_000)
+        #expect(harness.count(.roundOpened) == 1)
+        #expect(harness.count(.roundFailed) == 1)
+        let failure = try #require(harness.events.first { $0.event.kind == .roundFailed })
+        #expect(failure.event.message.contains(harness.fleet.devices[2].description))
+        for device in 0..<3 { #expect(try harness.tombstones(device) == 2) }
+    }
+
+    @Test func aSingleDeviceCollectsOnItsOwn() throws {
+        let harness = try Harness(devices: 1)
+        let notes = try harness.fleet[0].causal("notes")
+        try notes.put("a", "1".bytes)
+        try notes.delete("a")
+        harness.start()
+        harness.run()
+        #expect(try harness.tombstones(0) == 0)
+        #expect(harness.fleet[0].generation == 1)
+        #expect(try harness.anchors.header(of: harness.fleet.account)?.generation == 1)
+        // A later delete triggers the next round through the local change.
+        try notes.put("b", "2".bytes)
+        try notes.delete("b")
+        harness.handle(.localChange, at: 0)
+        harness.run()
+        #expect(try harness.tombstones(0) == 0)
+        #expect(harness.fleet[0].generation == 2)
+    }
+
+    @Test func aDeleteDuringTheUploadKeepsItsTombstoneOnTheLeader() throws {
+        let harness = try Harness(devices: 2)
+        try harness.seedTombstones()
+        harness.anchorPolicy = .hang
+        harness.start()
+        while harness.anchorWrites == 0 { harness.run(for: 500) }
+        // The leader deletes while its anchor uploads.
+        try harness.fleet[0].causal("notes").delete("kept")
+        let round = try #require(try harness.fleet[0].lastAck()).round
+        harness.anchorPolicy = .land
+        harness.handle(.anchorWritten(round: round, succeeded: true), at: 0)
+        harness.run(for: 0)
+        // Both adopt the generation; the sibling collects what was agreed, the
+        // leader keeps every tombstone (its content moved).
+        #expect(harness.fleet[0].generation == 1)
+        #expect(harness.fleet[1].generation == 1)
+        #expect(try harness.tombstones(1) == 0)
+        #expect(try harness.fleet[0].causal("notes").record("gone")?.isTombstone == true)
+        #expect(try harness.tombstones(0) == 3)
+        // Reconcile carries the new delete to the sibling (with the leader's whole
+        // set, which is harmless), and the next round collects everything.
+        harness.run(for: 1_000)
+        #expect(try harness.fleet[1].causal("notes").record("kept")?.isTombstone == true)
+        harness.run(for: 60_000)
+        for device in 0..<2 {
+            #expect(try harness.tombstones(device) == 0)
+            #expect(harness.fleet[device].generation == 2)
+        }
+    }
+
+    @Test func theRosterChangingMidRoundAbortsIt() throws {
+        let harness = try Harness(devices: 3)
+        try harness.seedTombstones()
+        harness.holdAcks = true
+        harness.start()
+        harness.run(for: 6_000)
+        #expect(harness.count(.roundOpened) == 1)
+        harness.carryOut(harness.nodes[0].updateRoster(Set(harness.fleet.devices.prefix(2))), at: 0)
+        harness.holdAcks = false
+        harness.pending += harness.heldAcks
+        harness.run(for: 1_000)
+        #expect(harness.count(.roundFailed, at: 0) == 1)
+        #expect(harness.count(.roundCommitted) == 0)
+        #expect(harness.fleet[0].generation == 0)
+    }
+}
