@@ -1,0 +1,115 @@
+/// What a recovery from a snapshot did (001 §7, DESIGN §6).
+public struct RecoveryOutcome: Sendable, Equatable {
+    /// Records taken from the snapshot.
+    public let imported: Int
+    /// Local records written after the restore, merged back on top.
+    public let keptLocal: Int
+    /// Local records dropped: the snapshot lacks them and they predate the restore.
+    public let dropped: Int
+}
+
+extension Replica {
+    /// Replaces this device's replicated content with a snapshot of the fleet's
+    /// (the anchor's body, or one a sibling served), keeping what this device
+    /// wrote after it was restored, then moves to the snapshot's generation.
+    ///
+    /// 001 §7, with DESIGN §6's additions: everything the snapshot lacks is
+    /// dropped, except records this device wrote after the restore (its own
+    /// counter or stamp above anything the snapshot knows of it), which are
+    /// merged on top with the kind's rule; the rows keep the snapshot's clocks
+    /// (vectors and stamps come from it, never from local counters); and the
+    /// generation moves only in the same transaction as the import, so a failed
+    /// import leaves the device where it was.
+    /// - Throws: ``ReplicaError`` `invalidRecord` when the snapshot is not ahead of
+    ///   this device or carries a malformed record, `kindMismatch` when a namespace
+    ///   has another kind here; nothing changes then.
+    @discardableResult
+    public func recover(from snapshot: Snapshot) throws -> RecoveryOutcome {
+        guard snapshot.generation > generation else {
+            throw ReplicaError(.invalidRecord, "a snapshot at generation \(snapshot.generation) cannot recover a device at generation \(generation)")
+        }
+        for namespace in snapshot.namespaces {
+            if let declaration = declared[namespace.namespace], declaration.kind != namespace.kind {
+                throw ReplicaError(
+                    .kindMismatch, "the snapshot holds namespace \(namespace.namespace) as \(namespace.kind), declared here as \(declaration.kind)")
+            }
+        }
+        let known = knowledgeOfThisDevice(in: snapshot)
+        var outcome = (imported: 0, kept: 0, dropped: 0)
+        try write {
+            for declaration in namespaces where declaration.kind.isReplicated {
+                let sync = try NamespaceSync(replica: self, declaration: declaration)
+                let local = try sync.records(keys: try allKeys(declaration))
+                let kept = local.filter { writtenAfterRestore($0, known) }
+                outcome.kept += kept.count
+                outcome.dropped += local.count - kept.count
+                try connection.execute("DELETE FROM \(declaration.table)")
+                let imported = snapshot.namespaces.first { $0.namespace == declaration.name }?.records ?? []
+                for record in imported { observe(record) }
+                try sync.apply(imported)
+                try sync.apply(kept)
+                outcome.imported += imported.count
+            }
+            try connection.execute("UPDATE replica SET generation = ? WHERE id = 1", [.integer(Int64(snapshot.generation))])
+            // No tombstone is held that a round vouched for, and no round is remembered.
+            try connection.execute(
+                "UPDATE barrier SET acked_round = NULL, acked_digest = NULL, acked_generation = NULL, watermark = 0 WHERE id = 1")
+            try rebuildDigests()
+        }
+        generation = snapshot.generation
+        return RecoveryOutcome(imported: outcome.imported, keptLocal: outcome.kept, dropped: outcome.dropped)
+    }
+
+    /// The highest own counter and own write stamp the snapshot holds of this device.
+    private func knowledgeOfThisDevice(in snapshot: Snapshot) -> (counter: UInt64, timestamp: HybridTimestamp) {
+        var counter: UInt64 = 0
+        var timestamp = HybridTimestamp.zero
+        func stamp(_ stamp: WriteStamp) { if stamp.writer == device { timestamp = max(timestamp, stamp.timestamp) } }
+        for namespace in snapshot.namespaces {
+            for record in namespace.records {
+                switch record {
+                case .causal(let record):
+                    counter = max(counter, record.vector[device])
+                    for version in record.versions { stamp(version.stamp) }
+                case .lww(let record): stamp(record.stamp)
+                case .event(let event): stamp(event.stamp)
+                case .appendOnly(let record): stamp(record.stamp)
+                }
+            }
+        }
+        return (counter, timestamp)
+    }
+
+    /// Whether this device wrote `record` after the restore: above anything the snapshot knows of it.
+    private func writtenAfterRestore(_ record: WireRecord, _ known: (counter: UInt64, timestamp: HybridTimestamp)) -> Bool {
+        switch record {
+        case .causal(let record):
+            // A live version of this device's, or a delete it made, beyond the snapshot.
+            if record.isTombstone { return record.vector[device] > known.counter }
+            return record.versions.contains { $0.dot.device == device && $0.dot.counter > known.counter }
+        case .lww(let record): return record.stamp.writer == device && record.stamp.timestamp > known.timestamp
+        case .event(let event): return event.stamp.writer == device && event.stamp.timestamp > known.timestamp
+        case .appendOnly(let record): return record.stamp.writer == device && record.stamp.timestamp > known.timestamp
+        }
+    }
+
+    /// The own counter and clock move above what the imported records carry.
+    private func observe(_ record: WireRecord) {
+        switch record {
+        case .causal(let record):
+            observe(record.vector)
+            for version in record.versions { observe(version.timestamp) }
+        case .lww(let record): observe(record.stamp.timestamp)
+        case .event(let event): observe(event.stamp.timestamp)
+        case .appendOnly(let record): observe(record.stamp.timestamp)
+        }
+    }
+
+    /// Every key (log: event id) of a namespace's table, tombstones included.
+    private func allKeys(_ declaration: NamespaceDeclaration) throws -> [[UInt8]] {
+        let column = declaration.kind == .log ? "id" : "key"
+        return try connection.query("SELECT \(column) FROM \(declaration.table) ORDER BY \(column)") { row in
+            declaration.kind == .log ? row.blob(0) : Array(row.text(0).utf8)
+        }
+    }
+}
