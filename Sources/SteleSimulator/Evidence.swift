@@ -8,6 +8,13 @@ protocol Evidence {
     func appendOnly(_ namespace: String, _ key: String) -> AppendOnlyRecord?
     func hasEvent(_ namespace: String, _ id: EventID) -> Bool
     func isBuried(_ namespace: String, _ group: String) -> Bool
+    /// Whether this is all of a fleet's content (an anchor's snapshot), where a
+    /// missing row was deleted and its tombstone collected, rather than unknown.
+    var isComplete: Bool { get }
+}
+
+extension Evidence {
+    var isComplete: Bool { false }
 }
 
 /// A device's store as evidence (read with faults held back by the caller).
@@ -21,6 +28,24 @@ struct StoreEvidence: Evidence {
     func isBuried(_ namespace: String, _ group: String) -> Bool { (try? replica.log(namespace).isBuried(group)) ?? false }
 }
 
+/// An anchor's snapshot as evidence: the live content the fleet agreed on when
+/// it collected, complete (a row it lacks was deleted, its tombstone collected).
+struct SnapshotEvidence: Evidence {
+    private var records = FrameEvidence([])
+
+    init(_ snapshot: Snapshot) {
+        for namespace in snapshot.namespaces { records.add(namespace.records, in: namespace.namespace) }
+    }
+
+    var isComplete: Bool { true }
+
+    func causal(_ namespace: String, _ key: String) -> CausalRecord? { records.causal(namespace, key) }
+    func lww(_ namespace: String, _ key: String) -> LWWRecord? { records.lww(namespace, key) }
+    func appendOnly(_ namespace: String, _ key: String) -> AppendOnlyRecord? { records.appendOnly(namespace, key) }
+    func hasEvent(_ namespace: String, _ id: EventID) -> Bool { records.hasEvent(namespace, id) }
+    func isBuried(_ namespace: String, _ group: String) -> Bool { records.isBuried(namespace, group) }
+}
+
 /// The records of one frame in flight as evidence: what it would hand its
 /// receiver. A frame that does not decode carries nothing.
 struct FrameEvidence: Evidence {
@@ -31,9 +56,12 @@ struct FrameEvidence: Evidence {
     private var buried: Set<String> = []
 
     init(_ bytes: [UInt8]) {
-        guard case .reconcile(let message) = try? FrameCodec.decode(bytes) else { return }
-        let namespace = message.namespace
-        for record in (message.tombstones ?? []) + message.records {
+        guard !bytes.isEmpty, case .reconcile(let message) = try? FrameCodec.decode(bytes) else { return }
+        add((message.tombstones ?? []) + message.records, in: message.namespace)
+    }
+
+    mutating func add(_ records: [WireRecord], in namespace: String) {
+        for record in records {
             switch record {
             case .causal(let record): causalRecords["\(namespace)/\(record.key)"] = record
             case .lww(let record): lwwRecords["\(namespace)/\(record.key)"] = record

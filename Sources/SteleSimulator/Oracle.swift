@@ -45,8 +45,21 @@ public final class Oracle {
     /// operation index, the frames (sequence numbers) carrying each, and back.
     private var carriersOf: [Int: Set<UInt64>] = [:]
     private var carried: [UInt64: Set<Int>] = [:]
+    /// Operations an anchor that landed holds (its snapshot, or the collection it
+    /// recorded): no restore can take them back, since a restored device recovers
+    /// from the anchor (001 §7).
+    private var anchored: Set<Int> = []
 
     public init() {}
+
+    /// An anchor landed holding `snapshot`, taken at virtual time `takenAt`: every
+    /// operation made before then that the snapshot reflects is permanent.
+    func anchorLanded(_ snapshot: Snapshot, takenAt: Int64) {
+        let evidence = SnapshotEvidence(snapshot)
+        for index in operations.indices where !operations[index].erased && operations[index].time <= takenAt {
+            if isKnown(operations[index], by: [evidence]) { anchored.insert(index) }
+        }
+    }
 
     /// Operations recorded (rule refusals and storage failures are not).
     public var operationCount: Int { operations.count }
@@ -138,7 +151,7 @@ public final class Oracle {
         Self.suspendingFaults(replicas) {
             let stores = replicas.map(StoreEvidence.init)
             var frames: [(id: UInt64, evidence: FrameEvidence)]?
-            for index in operations.indices where !operations[index].erased && carriersOf[index] == nil {
+            for index in operations.indices where !operations[index].erased && carriersOf[index] == nil && !anchored.contains(index) {
                 guard !isKnown(operations[index], by: stores) else { continue }
                 if frames == nil { frames = inFlight.map { ($0.id, FrameEvidence($0.bytes)) }.filter { !$0.evidence.isEmpty } }
                 let carrying = Set((frames ?? []).filter { isKnown(operations[index], by: [$0.evidence]) }.map(\.id))
@@ -195,13 +208,14 @@ public final class Oracle {
                 return store.causal(operation.namespace, operation.key)?.vector.covers(dot) ?? false
             case .causalDelete(let vector):
                 let counter = vector[operation.device]
-                return store.causal(operation.namespace, operation.key).map { $0.vector[operation.device] >= counter } ?? false
-            case .lww(_, let stamp):
-                return store.lww(operation.namespace, operation.key).map { $0.stamp >= stamp } ?? false
+                // In a whole snapshot, a key that is not there was deleted and collected.
+                return store.causal(operation.namespace, operation.key).map { $0.vector[operation.device] >= counter } ?? store.isComplete
+            case .lww(let value, let stamp):
+                return store.lww(operation.namespace, operation.key).map { $0.stamp >= stamp } ?? (value == nil && store.isComplete)
             case .append(let id):
-                return store.hasEvent(operation.namespace, id) || store.isBuried(operation.namespace, operation.key)
+                return store.hasEvent(operation.namespace, id) || store.isBuried(operation.namespace, operation.key) || store.isComplete
             case .bury(let marker):
-                return store.hasEvent(operation.namespace, marker)
+                return store.hasEvent(operation.namespace, marker) || store.isComplete
             case .appendOnly(_, let stamp):
                 return store.appendOnly(operation.namespace, operation.key)?.stamp == stamp
             }

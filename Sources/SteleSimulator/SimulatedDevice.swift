@@ -12,7 +12,7 @@ public final class SimulatedDevice {
     /// Where the store lives.
     public let path: String
     let clock: ManualWallClock
-    var node: FleetNode
+    public internal(set) var node: FleetNode
     /// How far the device's wall clock is off the virtual clock.
     public internal(set) var skewMilliseconds: Int64 = 0
     public internal(set) var isOnline = true

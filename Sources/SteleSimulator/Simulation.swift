@@ -36,7 +36,21 @@ public final class Simulation {
     public var network = Network()
     public let oracle = Oracle()
     public private(set) var statistics = Statistics()
-    public let configuration: FleetConfiguration
+    /// The nodes' configuration; collection (`gc on`) is on unless switched off.
+    public private(set) var configuration: FleetConfiguration
+    /// The anchor substrate (001 §7): a store a device restore does not touch.
+    public let anchors = MemoryAnchorStore()
+    /// The account key anchors are sealed with (derived from the seed).
+    public let accountKey: AccountKey
+    /// The anchor substrate's state: reachable or not, and what its next write does.
+    public struct AnchorSubstrate: Sendable, Equatable {
+        public var isDown = false
+        public var failNextWrite = false
+        public var delayNextWriteMilliseconds: Int64?
+        /// How long a read or write takes when nothing is wrong.
+        public var latencyMilliseconds: Int64 = 150
+    }
+    public var anchorSubstrate = AnchorSubstrate()
     /// Every device ever added, in the order they joined, revoked ones included.
     public private(set) var everyDevice: [SimulatedDevice] = []
     /// The roster: devices in the order they joined, without revoked ones.
@@ -51,7 +65,7 @@ public final class Simulation {
     private let directory: String
     private var random: SplitMix
     private var queue = EventQueue<Event>()
-    private var armed: [DeviceID: [FleetTimer: UInt64]] = [:]
+    private var armed: [DeviceID: [FleetTimer: (sequence: UInt64, deadline: Int64)]] = [:]
     private var backups: [String: (device: String, path: String, time: Int64)] = [:]
     private var hasher = EventLogHasher()
     /// Rewrites (or, returning `nil`, drops) every frame as it is delivered:
@@ -64,12 +78,16 @@ public final class Simulation {
     private enum Event {
         case deliver(from: DeviceID, to: DeviceID, bytes: [UInt8])
         case timer(device: DeviceID, timer: FleetTimer)
+        case anchorWrite(device: DeviceID, anchor: Anchor, takenAt: Int64)
+        case anchorRead(device: DeviceID)
     }
 
     /// Creates an empty world; add devices with ``addDevice(_:)``.
-    public init(seed: UInt64, configuration: FleetConfiguration = FleetConfiguration()) throws {
+    public init(seed: UInt64, configuration: FleetConfiguration = FleetConfiguration(collects: true)) throws {
         self.seed = seed
         self.configuration = configuration
+        var keyRandom = SplitMix(seed: seed ^ 0x00BA_C0E7)
+        accountKey = try AccountKey(bytes: (0..<4).flatMap { _ in withUnsafeBytes(of: keyRandom.next()) { Array($0) } })
         random = SplitMix(seed: seed)
         var accountRandom = SplitMix(seed: seed ^ 0xACC0_0000)
         account = AccountID.generate(using: &accountRandom)
@@ -80,6 +98,12 @@ public final class Simulation {
     deinit {
         everyDevice.removeAll()
         try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// Allows or forbids barrier rounds on every device (`gc on` / `gc off`).
+    public func setCollection(_ allowed: Bool) {
+        configuration.collects = allowed
+        for device in everyDevice { device.node.configuration.collects = allowed }
     }
 
     // MARK: - Devices
@@ -228,8 +252,23 @@ public final class Simulation {
         if queue.payloads.contains(where: { if case .deliver(let from, _, _) = $0 { return rosterIDs.contains(from) } else { return false } }) {
             return "frames in flight"
         }
+        if queue.payloads.contains(where: { if case .anchorWrite = $0 { return true } else { return false } }) { return "an anchor write in flight" }
+        if queue.payloads.contains(where: { if case .anchorRead = $0 { return true } else { return false } }) { return "an anchor read in flight" }
+        // Barrier rounds are part of settling (SCENARIOS.md `sync`): with every device
+        // online and reachable, a fleet whose devices may still collect is not at rest
+        // until they have, or until the leader backs off.
+        let roster = devices
+        if configuration.collects, roster.allSatisfy(\.isOnline),
+            roster.allSatisfy({ first in roster.allSatisfy { canReach(first.id, $0.id) } }),
+            let leader = roster.min(by: { $0.id < $1.id }), !leader.node.isBackingOff,
+            let busy = roster.first(where: { $0.node.hasCollectionWork })
+        {
+            return "\(busy.name) still has tombstones to collect"
+        }
+        // SCENARIOS.md: idle means no timer but a periodic one due within the next 60 s;
+        // a back-off long after that is a fleet at rest.
         for (owner, timers) in armed where rosterIDs.contains(owner) {
-            for (timer, _) in timers where timer != .advertise {
+            for (timer, armed) in timers where timer != .advertise && armed.deadline <= now + 60_000 {
                 guard let device = device(id: owner), device.isOnline else { continue }
                 return "\(device.name) has a \(timer) timer pending"
             }
@@ -263,10 +302,35 @@ public final class Simulation {
                 if roster.contains(from) && roster.contains(to) { oracle.frameLanded(sequence, in: target.replica) } else { oracle.frameLost(sequence) }
             }
         case let .timer(owner, timer):
-            guard armed[owner]?[timer] == sequence, let target = device(id: owner) else { return }
+            guard armed[owner]?[timer]?.sequence == sequence, let target = device(id: owner) else { return }
             armed[owner]?[timer] = nil
             hasher.add("timer", now, owner, owner, 0)
             deliver(.timer(timer), to: target)
+        case let .anchorWrite(owner, anchor, takenAt):
+            guard let target = device(id: owner) else { return }
+            var landed = !anchorSubstrate.isDown && target.isOnline && !anchorSubstrate.failNextWrite
+            anchorSubstrate.failNextWrite = false
+            if landed { landed = (try? anchors.write(anchor, key: accountKey)) != nil }
+            hasher.add(landed ? "anchor-landed" : "anchor-failed", now, owner, owner, Int(anchor.header.generation))
+            if landed {
+                record(.anchorWritten(anchor.header.generation), device: target)
+                if let snapshot = try? Snapshot(decoding: anchor.snapshot) { oracle.anchorLanded(snapshot, takenAt: takenAt) }
+            }
+            deliver(.anchorWritten(round: anchor.header.round, succeeded: landed), to: target)
+        case .anchorRead(let owner):
+            guard let target = device(id: owner) else { return }
+            let reading: AnchorReading
+            if anchorSubstrate.isDown || !target.isOnline {
+                reading = .unavailable("the anchor substrate is unreachable")
+            } else {
+                do {
+                    reading = try anchors.read(account, key: accountKey).map { .found($0) } ?? AnchorReading.none
+                } catch {
+                    reading = .unavailable("\(error)")
+                }
+            }
+            hasher.add("anchor-read", now, owner, owner, 0)
+            deliver(.anchorRead(reading), to: target)
         }
     }
 
@@ -286,17 +350,19 @@ public final class Simulation {
             case let .send(to, bytes):
                 send(bytes, from: device.id, to: to)
             case let .arm(timer, delay):
-                armed[device.id, default: [:]][timer] = queue.push(.timer(device: device.id, timer: timer), at: now + delay)
+                armed[device.id, default: [:]][timer] = (queue.push(.timer(device: device.id, timer: timer), at: now + delay), now + delay)
             case .cancel(let timer):
                 armed[device.id]?[timer] = nil
             case .log(let event):
                 device.logged[event.kind, default: 0] += 1
                 if event.kind == .unknownDevice, let peer = event.peer { device.refusedSenders.insert(peer) }
+                if event.kind == .roundCommitted || event.kind == .recovered { record(.generation(device.replica.generation), device: device) }
             case .writeAnchor(let anchor):
-                // No anchor substrate is simulated yet, and the simulated nodes run
-                // with collection off: a write that is asked for anyway fails, so
-                // the round aborts and every tombstone stays (001 §8).
-                deliver(.anchorWritten(round: anchor.header.round, succeeded: false), to: device)
+                let delay = anchorSubstrate.delayNextWriteMilliseconds ?? anchorSubstrate.latencyMilliseconds
+                anchorSubstrate.delayNextWriteMilliseconds = nil
+                queue.push(.anchorWrite(device: device.id, anchor: anchor, takenAt: now), at: now + delay)
+            case .readAnchor:
+                queue.push(.anchorRead(device: device.id), at: now + anchorSubstrate.latencyMilliseconds)
             }
         }
     }
@@ -475,6 +541,10 @@ public struct TimelineEntry: Sendable {
     public enum Kind: Sendable, CustomStringConvertible {
         case joined, revoked, online, offline, crashed, backedUp, restored, partition, heal, converged
         case tombstones(Int)
+        /// The anchor landed for a round to this generation.
+        case anchorWritten(UInt64)
+        /// The device's generation moved (a commit, an adoption or a recovery).
+        case generation(UInt64)
 
         public var description: String {
             switch self {
@@ -489,6 +559,8 @@ public struct TimelineEntry: Sendable {
             case .heal: "heal"
             case .converged: "converged"
             case .tombstones(let count): "tombstones \(count)"
+            case .anchorWritten(let generation): "anchor at generation \(generation)"
+            case .generation(let generation): "generation \(generation)"
             }
         }
     }

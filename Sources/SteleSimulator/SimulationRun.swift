@@ -15,10 +15,13 @@ public struct SimulationRun {
         public var faults: Set<Fault> = Set(Fault.allCases)
         /// How long the healed phase may take to converge, in virtual milliseconds.
         public var convergenceBoundMilliseconds: Int64 = 600_000
-        /// G4, tombstone counts back to zero once everyone is reachable: the hook
-        /// for the convergence barrier. Until it lands nothing collects, so this
-        /// stays off and the summary only reports the tombstones left.
-        public var requiresCollection = false
+        /// Whether barrier rounds run (`gc on`).
+        public var collects = true
+        /// G4: once everyone is reachable and nobody writes, tombstone counts must
+        /// reach zero within ``collectionBoundMilliseconds``.
+        public var requiresCollection = true
+        /// Long enough for the longest back-off (1 h) and a round after it.
+        public var collectionBoundMilliseconds: Int64 = 7_200_000
 
         public init() {}
     }
@@ -34,6 +37,8 @@ public struct SimulationRun {
         public var lostWrites = 0
         /// Virtual time from healing to convergence, or `nil` if it never converged.
         public var convergenceMilliseconds: Int64?
+        /// Virtual time from convergence until no tombstone was left, or `nil`.
+        public var collectionMilliseconds: Int64?
         public var tombstonesLeft = 0
         public var findings: [String] = []
         public var eventLogHash: UInt64 = 0
@@ -51,10 +56,12 @@ public struct SimulationRun {
 
     public static func run(seed: UInt64, options: Options) throws -> Outcome {
         let simulation = try Simulation(seed: seed)
+        simulation.setCollection(options.collects)
         var random = SplitMix(seed: seed ^ 0x5EED_F00D)
         // Every step is also written down as a scenario statement: the run's
         // transcript replays it under `stele scenario --seed` (DESIGN §9).
         var transcript = ["# stele simulate --seed \(seed) --devices \(options.devices) --steps \(options.steps): replay with stele scenario FILE --seed \(seed)"]
+        if !options.collects { transcript.append("gc off") }
         for namespace in Workload.namespaces {
             try simulation.declare(namespace.name, namespace.kind)
             transcript.append("namespace \(namespace.name) \(namespace.kind.rawValue)")
@@ -162,6 +169,26 @@ public struct SimulationRun {
         } else {
             outcome.findings.append("did not converge within \(options.convergenceBoundMilliseconds / 1_000) s of virtual time: \(simulation.stillMoving() ?? "")")
         }
+        if outcome.convergenceMilliseconds != nil && options.requiresCollection {
+            // G4: everyone reachable, nobody writing: the barrier must collect every
+            // tombstone within the bound, and nothing may come back once it has.
+            let start = simulation.now
+            while simulation.totalTombstones() > 0 && simulation.now - start < options.collectionBoundMilliseconds {
+                simulation.advance(byMilliseconds: 60_000)
+                transcript += ["advance 1m", "sync"]
+                if let moving = simulation.sync(limitMilliseconds: options.convergenceBoundMilliseconds) {
+                    outcome.findings.append("did not settle while collecting: \(moving)")
+                    outcome.convergenceMilliseconds = nil
+                    break
+                }
+            }
+            if simulation.totalTombstones() == 0 {
+                outcome.collectionMilliseconds = simulation.now - start
+                transcript += simulation.devices.map { "expect \($0.name) tombstones 0" }
+            }
+            simulation.checkOracle()
+            transcript += ["expect resurrections 0", "expect lost-writes 0"]
+        }
         outcome.operations = simulation.statistics.operations
         outcome.deletes = simulation.statistics.deletes
         outcome.frames = simulation.statistics.frames
@@ -170,9 +197,10 @@ public struct SimulationRun {
         outcome.lostWrites = simulation.oracle.lostWrites
         outcome.findings += simulation.oracle.findings
         outcome.tombstonesLeft = simulation.totalTombstones()
-        if options.requiresCollection && outcome.tombstonesLeft > 0 {
+        if options.requiresCollection && outcome.convergenceMilliseconds != nil && outcome.tombstonesLeft > 0 {
             outcome.uncollected = true
-            outcome.findings.append("G4: \(outcome.tombstonesLeft) tombstones left after everyone was reachable")
+            outcome.findings.append(
+                "G4: \(outcome.tombstonesLeft) tombstones left after everyone was reachable for \(options.collectionBoundMilliseconds / 60_000) min")
         }
         outcome.eventLogHash = simulation.eventLogHash
         outcome.timeline = simulation.timeline

@@ -10,6 +10,9 @@ public struct SimulationSummary: Sendable, Codable {
     public var tombstonesLeft = 0
     public var convergenceP50Milliseconds: Int64?
     public var convergenceP99Milliseconds: Int64?
+    /// Virtual time from convergence until every tombstone was collected (G4).
+    public var collectionP50Milliseconds: Int64?
+    public var collectionP99Milliseconds: Int64?
     /// Seeds whose run broke a guarantee or did not converge, with the first finding.
     public var failures: [Failure] = []
 
@@ -23,6 +26,7 @@ public struct SimulationSummary: Sendable, Codable {
     public init(_ outcomes: [SimulationRun.Outcome]) {
         runs = outcomes.count
         var times: [Int64] = []
+        var collections: [Int64] = []
         for outcome in outcomes {
             operations += outcome.operations
             deletes += outcome.deletes
@@ -32,12 +36,18 @@ public struct SimulationSummary: Sendable, Codable {
             lostWrites += outcome.lostWrites
             tombstonesLeft += outcome.tombstonesLeft
             if let time = outcome.convergenceMilliseconds { times.append(time) }
+            if let time = outcome.collectionMilliseconds { collections.append(time) }
             if outcome.failed { failures.append(Failure(seed: outcome.seed, finding: outcome.findings.first ?? "broke a guarantee")) }
         }
         times.sort()
         if !times.isEmpty {
             convergenceP50Milliseconds = times[times.count / 2]
             convergenceP99Milliseconds = times[min(times.count - 1, times.count * 99 / 100)]
+        }
+        collections.sort()
+        if !collections.isEmpty {
+            collectionP50Milliseconds = collections[collections.count / 2]
+            collectionP99Milliseconds = collections[min(collections.count - 1, collections.count * 99 / 100)]
         }
     }
 
@@ -52,7 +62,8 @@ public struct SimulationSummary: Sendable, Codable {
             "resurrections       \(resurrections)",
             "lost writes         \(lostWrites)",
             "convergence         p50 \(seconds(convergenceP50Milliseconds)), p99 \(seconds(convergenceP99Milliseconds)) (virtual, after healing)",
-            "tombstones left     \(tombstonesLeft) (kept until tombstone collection lands)",
+            "collection          p50 \(seconds(collectionP50Milliseconds)), p99 \(seconds(collectionP99Milliseconds)) (virtual, after convergence)",
+            "tombstones left     \(tombstonesLeft)",
         ]
         if failures.isEmpty {
             lines.append("failures            none")

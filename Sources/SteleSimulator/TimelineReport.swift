@@ -39,6 +39,8 @@ public enum TimelineReport {
                 case .crashed: svg += mark(x(entry.time), y, "#d62728", "crash")
                 case .backedUp: svg += mark(x(entry.time), y, "#1f77b4", "backup")
                 case .restored: svg += mark(x(entry.time), y, "#9467bd", "restore")
+                case .anchorWritten(let generation): svg += mark(x(entry.time), y, "#17becf", "anchor \(generation)")
+                case .generation(let generation): svg += mark(x(entry.time), y, "#2ca02c", "generation \(generation)")
                 default: break
                 }
             }

@@ -66,6 +66,14 @@ import TestSupport
                     case .fail: pending.append((device, .anchorWritten(round: anchor.header.round, succeeded: false)))
                     case .hang: break
                     }
+                case .readAnchor:
+                    let reading: AnchorReading
+                    do {
+                        reading = try anchors.read(fleet.account, key: key).map { .found($0) } ?? AnchorReading.none
+                    } catch {
+                        reading = .unavailable("\(error)")
+                    }
+                    pending.append((device, .anchorRead(reading)))
                 }
             }
         }

@@ -91,6 +91,8 @@ import TestSupport
 
     @Test func keysDeletedOnBothSidesEndWithTheSameTombstone() throws {
         let simulation = try Simulation(seed: 2)
+        // The tombstone itself is under test: no barrier round may collect it.
+        simulation.setCollection(false)
         try simulation.declare("notes", .causal)
         try simulation.addDevice("a")
         try simulation.addDevice("b")
@@ -129,6 +131,8 @@ import TestSupport
 
     @Test func aGenerationGapStopsContentReconcileBothWays() throws {
         let simulation = try Simulation(seed: 4)
+        // With collection off nobody tries to catch up: the gap alone is under test.
+        simulation.setCollection(false)
         try simulation.declare("notes", .causal)
         let a = try simulation.addDevice("a").replica
         let b = try simulation.addDevice("b").replica
@@ -139,5 +143,27 @@ import TestSupport
         #expect(try a.causal("notes").get("from-b") == nil)
         #expect(try b.causal("notes").get("from-a") == nil)
         #expect(simulation.statistics.frames > 0)
+    }
+
+    /// DESIGN §6 "No deadlock without the anchor": behind a sibling and with no
+    /// anchor to read, a device takes the sibling's snapshot and keeps its own
+    /// newer writes.
+    @Test func aDeviceBehindWithoutAnAnchorCatchesUpFromASibling() throws {
+        let simulation = try Simulation(seed: 4)
+        try simulation.declare("notes", .causal)
+        let a = try simulation.addDevice("a")
+        let b = try simulation.addDevice("b")
+        simulation.perform("a", .put(namespace: "notes", key: "from-a", value: "1"))
+        simulation.perform("b", .put(namespace: "notes", key: "from-b", value: "2"))
+        try b.replica.setGeneration(1)
+        simulation.anchorSubstrate.isDown = true
+        #expect(simulation.sync() == nil)
+        #expect(a.replica.generation == 1)
+        #expect(a.node.recoveryStatus == .current)
+        for device in [a, b] {
+            #expect(try device.replica.causal("notes").get("from-a") == "1".bytes)
+            #expect(try device.replica.causal("notes").get("from-b") == "2".bytes)
+        }
+        #expect(a.logged[.recovered] == 1)
     }
 }

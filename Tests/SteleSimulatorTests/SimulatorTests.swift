@@ -256,15 +256,21 @@ import TestSupport
         #expect(strict.lostWrites == 1)
     }
 
-    /// The G4 hook fails a run that leaves tombstones when collection is
-    /// required; nothing collects in this build, so a run with deletes trips it.
-    @Test func theCollectionHookFailsARunThatLeavesTombstones() throws {
+    /// G4 fails a run that leaves tombstones once everyone is reachable: with
+    /// collection off (a broken barrier that never collects), a run with deletes
+    /// trips it; the same run with collection on collects everything.
+    @Test func theCollectionCheckFailsARunThatLeavesTombstones() throws {
         var options = Self.options([], steps: 80)
-        options.requiresCollection = true
+        options.collects = false
         let outcome = try SimulationRun.run(seed: 6, options: options)
         #expect(outcome.tombstonesLeft > 0)
         #expect(outcome.failed)
         #expect(outcome.findings.contains { $0.hasPrefix("G4: ") })
+        options.collects = true
+        let control = try SimulationRun.run(seed: 6, options: options)
+        #expect(control.tombstonesLeft == 0)
+        #expect(control.collectionMilliseconds != nil)
+        #expect(!control.failed, "\(control.findings)")
     }
 
     /// The log oracle, too: an event of a buried group still shown is a resurrection.

@@ -84,3 +84,28 @@ public final class DirectoryAnchorStore: AnchorStore {
         return header
     }
 }
+
+/// An anchor kept in memory, sealed exactly as a file would hold it: for tests
+/// and the simulator (which makes it unreachable or slow on demand).
+public final class MemoryAnchorStore: AnchorStore {
+    private var files: [AccountID: [UInt8]] = [:]
+
+    public init() {}
+
+    /// The sealed bytes held for `account`, as a substrate would store them.
+    public func bytes(of account: AccountID) -> [UInt8]? { files[account] }
+
+    public func header(of account: AccountID) throws -> AnchorHeader? {
+        guard let bytes = files[account] else { return nil }
+        return try AnchorFile.header(bytes)
+    }
+
+    public func read(_ account: AccountID, key: AccountKey) throws -> Anchor? {
+        guard let bytes = files[account] else { return nil }
+        return try AnchorFile.decode(bytes, key: key)
+    }
+
+    public func write(_ anchor: Anchor, key: AccountKey) throws {
+        files[anchor.header.account] = AnchorFile.encode(anchor, key: key)
+    }
+}

@@ -29,6 +29,8 @@ struct BarrierState {
     var waitingFor: Set<DeviceID> = []
     /// Failed rounds in a row: the back-off doubles with each.
     var failures = 0
+    /// A sibling holding tombstones asked for a round (the leader may hold none).
+    var requested = false
 }
 
 extension FleetNode {
@@ -37,24 +39,54 @@ extension FleetNode {
 
     // MARK: - Triggering
 
-    /// Arms the debounce when a round could open now.
+    /// Whether this device, as leader, is pausing after a failed round.
+    public var isBackingOff: Bool { barrier.backingOff }
+
+    /// Whether this device would still take part in collecting: collection on,
+    /// tombstones possibly held, and (as leader) no back-off under way. The
+    /// simulator's `sync` waits for this work when every device can reach every other.
+    public var hasCollectionWork: Bool {
+        configuration.collects && !barrier.backingOff && ((try? replica.mayHoldTombstones()) == true || barrier.requested || barrier.round != nil)
+    }
+
+    /// Arms the debounce when a round could open now (the leader), or when this
+    /// device should ask the leader for one (a sibling holding tombstones).
     mutating func considerRound() -> [FleetOutput] {
-        guard !barrier.debounceArmed, mayOpenRound() else { return [] }
+        guard !barrier.debounceArmed, mayOpenRound() || mayRequestRound() else { return [] }
         barrier.debounceArmed = true
         return [.arm(.barrierDebounce, afterMilliseconds: configuration.barrierDebounceMilliseconds)]
     }
 
     private func mayOpenRound() -> Bool {
         guard configuration.collects, leader == replica.device, barrier.round == nil, !barrier.backingOff else { return false }
-        guard (try? replica.mayHoldTombstones()) == true, let mine = try? advertisement() else { return false }
-        // Every sibling last advertised exactly what this device holds now.
+        guard barrier.requested || (try? replica.mayHoldTombstones()) == true else { return false }
+        return everySiblingInSync()
+    }
+
+    private func mayRequestRound() -> Bool {
+        guard configuration.collects, leader != replica.device, (try? replica.mayHoldTombstones()) == true else { return false }
+        return everySiblingInSync()
+    }
+
+    /// Every sibling last advertised exactly what this device holds now.
+    private func everySiblingInSync() -> Bool {
+        guard let mine = try? advertisement() else { return false }
         return peers.allSatisfy { barrier.heard[$0] == mine }
     }
 
     mutating func barrierDebounceFired() -> [FleetOutput] {
         barrier.debounceArmed = false
-        guard mayOpenRound() else { return [] }
-        return openRound()
+        if mayOpenRound() { return openRound() }
+        if mayRequestRound() { return [.send(to: leader, bytes: FrameCodec.encode(.gcRequest))] }
+        return []
+    }
+
+    mutating func receiveRoundRequest(from peer: DeviceID) -> [FleetOutput] {
+        guard leader == replica.device else {
+            return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "a round request, but this device does not lead"))]
+        }
+        barrier.requested = true
+        return considerRound()
     }
 
     private mutating func openRound() -> [FleetOutput] {
@@ -120,6 +152,7 @@ extension FleetNode {
         guard succeeded else { return failRound("the anchor write failed; every tombstone is kept", missing: []) }
         barrier.round = nil
         barrier.failures = 0
+        barrier.requested = false
         let commit = BarrierProposal(round: nonce, digest: agreed, generation: round.proposal.generation)
         let frame = FrameCodec.encode(.gcCommit(commit))
         var outputs: [FleetOutput] = round.members.subtracting([replica.device]).sorted().map { .send(to: $0, bytes: frame) }

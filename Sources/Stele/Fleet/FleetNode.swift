@@ -14,7 +14,8 @@ public struct FleetNode {
     public let replica: Replica
     /// The devices of the account, this one included. Frames from anyone else are refused.
     public private(set) var roster: Set<DeviceID>
-    public let configuration: FleetConfiguration
+    /// How the node paces itself; `collects` may be switched at any time.
+    public var configuration: FleetConfiguration
     var random: any RandomNumberGenerator
 
     private struct SessionKey: Hashable {
@@ -35,6 +36,7 @@ public struct FleetNode {
     private var logged: Set<String> = []
     var nextEpoch: UInt64 = 0
     var barrier = BarrierState()
+    var recovery = RecoveryState()
 
     public init(replica: Replica, roster: Set<DeviceID>, configuration: FleetConfiguration = FleetConfiguration(), random: any RandomNumberGenerator) {
         self.replica = replica
@@ -56,9 +58,11 @@ public struct FleetNode {
             sessions.removeAll()
             changePending = false
             barrier = BarrierState()
-            // A device alone triggers its own rounds (DESIGN §6).
+            recovery = RecoveryState()
+            // A device alone triggers its own rounds (DESIGN §6); every device checks
+            // the anchor at launch (a restore is a relaunch).
             let alone = peers.isEmpty ? considerRound() : []
-            return advertiseToAll() + [.arm(.advertise, afterMilliseconds: configuration.advertiseIntervalMilliseconds)] + alone
+            return advertiseToAll() + [.arm(.advertise, afterMilliseconds: configuration.advertiseIntervalMilliseconds)] + alone + checkAnchor()
         case .timer(.advertise):
             return advertiseToAll() + [.arm(.advertise, afterMilliseconds: configuration.advertiseIntervalMilliseconds)]
         case .localChange:
@@ -81,6 +85,11 @@ public struct FleetNode {
             return barrierBackoffFired()
         case let .anchorWritten(round, succeeded):
             return anchorWritten(round: round, succeeded: succeeded)
+        case .anchorRead(let reading):
+            return anchorRead(reading)
+        case .timer(.snapshotWait):
+            snapshotRequestExpired()
+            return []
         }
     }
 
@@ -139,17 +148,27 @@ public struct FleetNode {
         case .gcPropose(let proposal): return resumed + receive(proposal: proposal, from: peer)
         case .gcAck(let answer): return resumed + receive(answer, from: peer)
         case .gcCommit(let commit): return resumed + receive(commit: commit, from: peer)
+        case .gcRequest: return resumed + receiveRoundRequest(from: peer)
+        case .snapshotRequest(let generation): return resumed + receive(snapshotRequest: generation, from: peer)
+        case .snapshot(let snapshot): return resumed + receive(snapshot: snapshot, from: peer)
         }
     }
 
     private mutating func receive(_ advertisement: Advertisement, from peer: DeviceID) -> [FleetOutput] {
         barrier.heard[peer] = advertisement
         guard advertisement.generation == replica.generation else {
+            var outputs: [FleetOutput] = []
+            if advertisement.generation > replica.generation {
+                outputs = heardAhead(peer, at: advertisement.generation)
+            } else {
+                recovery.ahead[peer] = nil
+            }
             // 001 §7: pulling across a generation gap is the operation that would resurrect.
-            return logOnce(
+            return outputs + logOnce(
                 .generationGap, peer: peer, namespace: nil,
                 "peer is at generation \(advertisement.generation), this device at \(replica.generation); no content reconcile either way")
         }
+        recovery.ahead[peer] = nil
         var outputs: [FleetOutput] = []
         let theirs = Dictionary(advertisement.roots.map { ($0.namespace, $0.digest) }, uniquingKeysWith: { first, _ in first })
         var allEqual = true

@@ -49,6 +49,18 @@ public enum FleetInput: Sendable, Equatable {
     case localChange
     /// The anchor write asked for by ``FleetOutput/writeAnchor(_:)`` ended: landed or failed.
     case anchorWritten(round: RoundNonce, succeeded: Bool)
+    /// What ``FleetOutput/readAnchor`` found.
+    case anchorRead(AnchorReading)
+}
+
+/// The result of reading the anchor substrate.
+public enum AnchorReading: Sendable, Equatable {
+    /// The anchor, its body opened with the account key.
+    case found(Anchor)
+    /// No anchor has been written for the account.
+    case none
+    /// The substrate cannot be reached, or the anchor cannot be opened: why.
+    case unavailable(String)
 }
 
 /// What a ``FleetNode`` asks its runtime to do.
@@ -65,6 +77,8 @@ public enum FleetOutput: Sendable, Equatable {
     /// then report with ``FleetInput/anchorWritten(round:succeeded:)`` (001 §8:
     /// nothing is collected until it has landed).
     case writeAnchor(Anchor)
+    /// Read the anchor (001 §7) and report with ``FleetInput/anchorRead(_:)``.
+    case readAnchor
 }
 
 /// The node's timers.
@@ -79,6 +93,8 @@ public enum FleetTimer: Sendable, Hashable {
     case barrierRound(epoch: UInt64)
     /// The pause after a failed round is over.
     case barrierBackoff
+    /// A sibling asked for a snapshot has not answered.
+    case snapshotWait
 }
 
 /// A notable event, reported through ``FleetOutput/log(_:)``.
@@ -110,6 +126,10 @@ public struct FleetEvent: Sendable, Equatable, CustomStringConvertible {
         case roundCommitted
         /// A barrier frame was ignored (not from the leader, a stale round, a generation that does not follow).
         case barrierIgnored
+        /// This device was behind the fleet's generation and caught up: the message says how.
+        case recovered
+        /// This device is behind and cannot catch up for now: the message says why.
+        case recoveryFailed
     }
 
     public let kind: Kind

@@ -11,6 +11,14 @@ public enum Frame: Sendable, Equatable {
     case gcAck(BarrierAnswer)
     /// The leader commits a round: the anchor has landed (001 §4, §8).
     case gcCommit(BarrierProposal)
+    /// A sibling that holds tombstones and finds the fleet in sync asks the leader
+    /// for a round: the leader may hold none itself, and the advertisement carries
+    /// live content only.
+    case gcRequest
+    /// "I am behind at this generation and cannot use the anchor: send me your snapshot" (DESIGN §6).
+    case snapshotRequest(generation: UInt64)
+    /// A sibling's full snapshot at its generation, answering a request.
+    case snapshot(Snapshot)
 }
 
 /// A barrier round as the leader names it: `gc_propose` and `gc_commit` carry this.

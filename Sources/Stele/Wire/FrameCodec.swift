@@ -14,8 +14,8 @@ public enum FrameCodec {
     enum FrameType: UInt8 {
         case advertisement = 1
         case reconcile = 2
-        // The convergence barrier (001 §4).
-        case gcPropose = 16, gcAck = 17, gcCommit = 18
+        // The convergence barrier (001 §4), and recovery from a sibling (DESIGN §6).
+        case gcPropose = 16, gcAck = 17, gcCommit = 18, snapshotRequest = 19, snapshot = 20, gcRequest = 21
     }
 
     /// Bodies at least this long are deflated if that saves a tenth or more.
@@ -42,6 +42,14 @@ public enum FrameCodec {
         case .gcCommit(let proposal):
             type = .gcCommit
             encode(proposal, into: &body)
+        case .gcRequest:
+            type = .gcRequest
+        case .snapshotRequest(let generation):
+            type = .snapshotRequest
+            body.appendVarint(generation)
+        case .snapshot(let snapshot):
+            type = .snapshot
+            body.append(snapshot.encoded)
         }
         var output = ByteWriter(capacity: body.bytes.count + 8)
         output.append(formatVersion)
@@ -91,6 +99,10 @@ public enum FrameCodec {
             let round = try RoundNonce(bytes: try reader.readBytes(RoundNonce.byteCount, "gc_ack nonce"))
             frame = .gcAck(BarrierAnswer(round: round, digest: try Hash32(bytes: try reader.readBytes(Hash32.byteCount, "gc_ack digest"))))
         case .gcCommit: frame = .gcCommit(try decodeProposal(&reader))
+        case .snapshotRequest: frame = .snapshotRequest(generation: try reader.readVarint("requester generation"))
+        case .gcRequest: frame = .gcRequest
+        case .snapshot:
+            frame = .snapshot(try Snapshot(decoding: Array(try reader.readBytes(reader.remaining, "snapshot"))))
         case nil:
             throw CodecError(.valueOutOfRange, "unknown frame type \(rawType)")
         }

@@ -101,6 +101,7 @@ public final class ScenarioRunner {
             simulation.advance(byMilliseconds: milliseconds)
         case .gc(let allowed):
             collectionAllowed = allowed
+            simulation.setCollection(allowed)
         case let .backup(device, label):
             try simulation.backup(device, as: label)
         case let .restore(device, label):
@@ -108,9 +109,13 @@ public final class ScenarioRunner {
             try simulation.restore(device, from: label)
         case .crash(let name):
             try simulation.crash(name)
-        case .anchor:
-            // The anchor substrate arrives with tombstone collection; until then it has no effect.
-            break
+        case .anchor(let action):
+            switch action {
+            case .down: simulation.anchorSubstrate.isDown = true
+            case .up: simulation.anchorSubstrate.isDown = false
+            case .failNextWrite: simulation.anchorSubstrate.failNextWrite = true
+            case .delayNextWrite(let milliseconds): simulation.anchorSubstrate.delayNextWriteMilliseconds = milliseconds
+            }
         case let .skew(device, milliseconds):
             simulation.skew(device, byMilliseconds: milliseconds)
         case let .storageFault(device, fault, after):
@@ -188,11 +193,18 @@ public final class ScenarioRunner {
             let found = try replica(device).generation
             guard found == generation else { throw Failure(expected: "generation \(generation)", found: "generation \(found)") }
         case let .status(device, state):
-            // Before tombstone collection every device is current: nothing can put it behind.
-            _ = try replica(device)
-            guard state == "current" else { throw Failure(expected: "status \(state)", found: "status current") }
-        case .gcBlockedBy:
-            throw Failure(expected: "a collection status", found: "tombstone collection (and its status) is not in this build")
+            guard let found = simulation.device(device) else { throw Failure(expected: "device \(device)", found: "not on the roster") }
+            let status = found.node.recoveryStatus
+            let name: String = if case .stuck = status { "stuck" } else { status.description }
+            guard name == state else { throw Failure(expected: "status \(state)", found: "status \(status)") }
+        case let .gcBlockedBy(device, blockers):
+            guard let found = simulation.device(device) else { throw Failure(expected: "device \(device)", found: "not on the roster") }
+            let names = found.node.blockingCollection.compactMap { id in simulation.everyDevice.first { $0.id == id }?.name }.sorted()
+            guard names == blockers.sorted() else {
+                throw Failure(
+                    expected: "collection blocked by \(blockers.sorted().joined(separator: " "))",
+                    found: names.isEmpty ? "blocked by nobody" : "blocked by \(names.joined(separator: " "))")
+            }
         case let .conflict(device, namespace, key):
             guard let found = simulation.device(device) else { throw Failure(expected: "device \(device)", found: "not on the roster") }
             guard found.conflicts.contains(where: { $0.namespace == namespace && $0.key == key }) else {

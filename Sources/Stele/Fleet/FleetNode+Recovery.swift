@@ -1,0 +1,177 @@
+/// Catching up with the fleet's generation (001 §7, DESIGN §6). A device checks
+/// the anchor at launch and whenever a sibling advertises a higher generation:
+/// - an anchor ahead of it names a round this device acked: it only missed the
+///   commit, and adopts the generation without any import;
+/// - an anchor ahead of it names a round it has no memory of: it was rolled
+///   back by a restore, and recovers from the anchor's snapshot;
+/// - with the anchor out of reach (or not ahead) while a sibling is: it asks
+///   that sibling for a snapshot, so it is never stuck for want of the anchor.
+struct RecoveryState {
+    /// A read of the anchor is under way.
+    var readingAnchor = false
+    /// Siblings last heard at a higher generation than this device's.
+    var ahead: [DeviceID: UInt64] = [:]
+    /// The sibling a snapshot was asked of, while waiting for it.
+    var requested: DeviceID?
+    /// Why the last attempt to catch up failed, while this device is still behind.
+    var failure: String?
+    /// The anchor said this device was rolled back, and it has not recovered yet.
+    var rolledBack = false
+}
+
+/// How a device stands with respect to the fleet's generation (DESIGN §6 "Nothing is silent").
+public enum RecoveryStatus: Sendable, Equatable, CustomStringConvertible {
+    /// No sibling is known to be ahead.
+    case current
+    /// A sibling is ahead; catching up has not started yet.
+    case behind
+    /// The anchor showed this device was restored from before the fleet's last
+    /// collection; it has not recovered yet.
+    case rolledBack
+    /// Catching up: reading the anchor or waiting for a sibling's snapshot.
+    case recovering
+    /// Behind, and the last attempt to catch up failed: why.
+    case stuck(String)
+
+    public var description: String {
+        switch self {
+        case .current: "current"
+        case .behind: "behind"
+        case .rolledBack: "rolled-back"
+        case .recovering: "recovering"
+        case .stuck(let reason): "stuck (\(reason))"
+        }
+    }
+}
+
+extension FleetNode {
+    /// The siblings that keep this device from collecting, as it sees them: it may
+    /// hold tombstones, and their last advertisement (if any) differs from its own
+    /// (DESIGN §6 "Nothing is silent"). Empty when there is nothing to collect.
+    public var blockingCollection: [DeviceID] {
+        guard (try? replica.mayHoldTombstones()) == true, let mine = try? advertisement() else { return [] }
+        return peers.filter { barrier.heard[$0] != mine }
+    }
+
+    /// Where this device stands with respect to the fleet's generation.
+    public var recoveryStatus: RecoveryStatus {
+        guard recovery.ahead.values.contains(where: { $0 > replica.generation }) else {
+            return recovery.readingAnchor ? .recovering : .current
+        }
+        if recovery.readingAnchor || recovery.requested != nil { return .recovering }
+        if recovery.rolledBack { return .rolledBack }
+        if let failure = recovery.failure { return .stuck(failure) }
+        return .behind
+    }
+
+    /// Starts a check of the anchor unless one is under way.
+    mutating func checkAnchor() -> [FleetOutput] {
+        guard configuration.collects, !recovery.readingAnchor, recovery.requested == nil else { return [] }
+        recovery.readingAnchor = true
+        return [.readAnchor]
+    }
+
+    /// A sibling advertised a generation above this device's.
+    mutating func heardAhead(_ peer: DeviceID, at generation: UInt64) -> [FleetOutput] {
+        recovery.ahead[peer] = generation
+        return checkAnchor()
+    }
+
+    mutating func anchorRead(_ reading: AnchorReading) -> [FleetOutput] {
+        recovery.readingAnchor = false
+        switch reading {
+        case .found(let anchor):
+            guard anchor.header.account == replica.account else { return askSibling(because: "the anchor belongs to another account") }
+            switch AnchorDecision.decide(local: replica.generation, anchor: anchor.header.generation) {
+            case .noAnchor, .current:
+                return askSibling(because: "the anchor is not ahead of this device")
+            case .rolledBack:
+                return catchUp(with: anchor)
+            }
+        case .none:
+            return askSibling(because: "no anchor has been written")
+        case .unavailable(let why):
+            return askSibling(because: "the anchor cannot be read: \(why)")
+        }
+    }
+
+    private mutating func catchUp(with anchor: Anchor) -> [FleetOutput] {
+        let header = anchor.header
+        do {
+            if let ack = try replica.lastAck(), ack.round == header.round, ack.generation == header.generation {
+                // It acked that round: it missed the commit, nothing was rolled back.
+                let outcome = try replica.commit(round: header.round, digest: header.digest, generation: header.generation)
+                return caughtUp("adopted generation \(header.generation) from the anchor of a round it had acked (\(outcome))")
+            }
+            recovery.rolledBack = true
+            let snapshot = try Snapshot(decoding: anchor.snapshot)
+            guard snapshot.generation == header.generation else {
+                return askSibling(because: "the anchor's snapshot is for generation \(snapshot.generation), its header says \(header.generation)")
+            }
+            let outcome = try replica.recover(from: snapshot)
+            return caughtUp(
+                "rolled back below the anchor: recovered generation \(header.generation) from it (\(outcome.imported) imported, "
+                    + "\(outcome.keptLocal) kept from after the restore, \(outcome.dropped) dropped)")
+        } catch {
+            return askSibling(because: "recovery from the anchor failed: \(error)")
+        }
+    }
+
+    /// Asks the sibling furthest ahead for a snapshot, or records why this device is stuck.
+    private mutating func askSibling(because reason: String) -> [FleetOutput] {
+        guard let (peer, _) = recovery.ahead.filter({ $0.value > replica.generation }).max(by: { ($0.value, $1.key) < ($1.value, $0.key) }) else {
+            recovery.failure = nil
+            return []
+        }
+        recovery.requested = peer
+        recovery.failure = reason
+        return [
+            .send(to: peer, bytes: FrameCodec.encode(.snapshotRequest(generation: replica.generation))),
+            .arm(.snapshotWait, afterMilliseconds: configuration.sessionTimeoutMilliseconds),
+            .log(FleetEvent(kind: .recoveryFailed, peer: peer, namespace: nil, message: "\(reason); asking this sibling for a snapshot")),
+        ]
+    }
+
+    /// A sibling behind this device asks for its snapshot.
+    mutating func receive(snapshotRequest generation: UInt64, from peer: DeviceID) -> [FleetOutput] {
+        guard configuration.collects, replica.generation > generation else {
+            return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "a snapshot request from generation \(generation), not behind this device"))]
+        }
+        do {
+            let snapshot = try Snapshot.take(of: replica, generation: replica.generation)
+            return [.send(to: peer, bytes: FrameCodec.encode(.snapshot(snapshot)))]
+        } catch {
+            return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "could not take a snapshot: \(error)"))]
+        }
+    }
+
+    mutating func receive(snapshot: Snapshot, from peer: DeviceID) -> [FleetOutput] {
+        guard configuration.collects, recovery.requested == peer, snapshot.generation > replica.generation else {
+            return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "an unasked-for snapshot at generation \(snapshot.generation)"))]
+        }
+        recovery.requested = nil
+        do {
+            let outcome = try replica.recover(from: snapshot)
+            return caughtUp(
+                "recovered generation \(snapshot.generation) from a sibling's snapshot (\(outcome.imported) imported, "
+                    + "\(outcome.keptLocal) kept from after the restore, \(outcome.dropped) dropped)")
+        } catch {
+            recovery.failure = "the sibling's snapshot could not be imported: \(error)"
+            return [.log(FleetEvent(kind: .recoveryFailed, peer: peer, namespace: nil, message: recovery.failure ?? ""))]
+        }
+    }
+
+    /// A sibling that was asked for a snapshot did not answer in time: ask again next time one is heard ahead.
+    mutating func snapshotRequestExpired() {
+        recovery.requested = nil
+    }
+
+    private mutating func caughtUp(_ how: String) -> [FleetOutput] {
+        recovery.failure = nil
+        recovery.rolledBack = false
+        recovery.requested = nil
+        recovery.ahead = recovery.ahead.filter { $0.value > replica.generation }
+        // The generation moved: siblings hear it at once, and content reconcile resumes.
+        return [.log(FleetEvent(kind: .recovered, peer: nil, namespace: nil, message: how))] + noteChange()
+    }
+}
