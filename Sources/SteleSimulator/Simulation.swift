@@ -72,6 +72,9 @@ public final class Simulation {
     /// how tests put a deliberately broken peer on the wire to prove the oracle
     /// can fail. `nil`: frames arrive as sent.
     public var tamper: ((_ from: DeviceID, _ to: DeviceID, _ bytes: [UInt8]) -> [UInt8]?)?
+    /// Called with every event a device's node logs, as a line (virtual time,
+    /// device, event): `stele scenario --trace` prints them.
+    public var trace: ((String) -> Void)?
     /// Failed when a device's storage refused a write the workload asked for.
     public private(set) var failedOperations = 0
 
@@ -357,6 +360,7 @@ public final class Simulation {
                 device.logged[event.kind, default: 0] += 1
                 if event.kind == .unknownDevice, let peer = event.peer { device.refusedSenders.insert(peer) }
                 if event.kind == .roundCommitted || event.kind == .recovered { record(.generation(device.replica.generation), device: device) }
+                if let trace { trace(String(format: "%10.3f s  %@  %@", Double(now) / 1_000, device.name, "\(event)")) }
             case .writeAnchor(let anchor):
                 let delay = anchorSubstrate.delayNextWriteMilliseconds ?? anchorSubstrate.latencyMilliseconds
                 anchorSubstrate.delayNextWriteMilliseconds = nil

@@ -1,13 +1,14 @@
 import Foundation
 import SteleSimulator
 
-/// `stele scenario FILE... [--seed N]`: runs scenario files in the simulator;
-/// stops at the first failure (exit 1), or at a file that does not parse (exit 2).
+/// `stele scenario FILE... [--seed N] [--quiet] [--trace]`: runs scenario files in
+/// the simulator; stops at the first failure (exit 1), or at a file that does not
+/// parse (exit 2). `--trace` prints what every device's node logs as it happens.
 enum ScenarioCommand {
-    static let usage = "usage: stele scenario FILE... [--seed N] [--quiet]"
+    static let usage = "usage: stele scenario FILE... [--seed N] [--quiet] [--trace]"
 
     static func run(_ arguments: [String]) throws {
-        let parsed = try ParsedArguments(arguments, flags: ["--quiet"], options: ["--seed"], usage: usage)
+        let parsed = try ParsedArguments(arguments, flags: ["--quiet", "--trace"], options: ["--seed"], usage: usage)
         guard !parsed.positionals.isEmpty else { throw UsageError(message: "name at least one scenario file", usage: usage) }
         let seed = try parseSeed(parsed.options["--seed"], usage: usage) ?? 0
         // Every file parses before any runs: a typo is reported before anything happens.
@@ -23,6 +24,7 @@ enum ScenarioCommand {
         }
         for scenario in scenarios {
             let runner = try ScenarioRunner(scenario: scenario, seed: seed)
+            if parsed.has("--trace") { runner.simulation.trace = { print($0) } }
             do {
                 try runner.run()
             } catch let failure as ScenarioFailure {

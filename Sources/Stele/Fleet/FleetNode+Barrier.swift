@@ -46,7 +46,10 @@ extension FleetNode {
     /// tombstones possibly held, and (as leader) no back-off under way. The
     /// simulator's `sync` waits for this work when every device can reach every other.
     public var hasCollectionWork: Bool {
-        configuration.collects && !barrier.backingOff && ((try? replica.mayHoldTombstones()) == true || barrier.requested || barrier.round != nil)
+        guard configuration.collects else { return false }
+        let holds = (try? replica.mayHoldTombstones()) == true
+        guard leader == replica.device else { return holds }
+        return !barrier.backingOff && (holds || barrier.requested || barrier.round != nil)
     }
 
     /// Arms the debounce when a round could open now (the leader), or when this
@@ -77,7 +80,12 @@ extension FleetNode {
     mutating func barrierDebounceFired() -> [FleetOutput] {
         barrier.debounceArmed = false
         if mayOpenRound() { return openRound() }
-        if mayRequestRound() { return [.send(to: leader, bytes: FrameCodec.encode(.gcRequest))] }
+        if mayRequestRound() {
+            return [
+                .send(to: leader, bytes: FrameCodec.encode(.gcRequest)),
+                .log(FleetEvent(kind: .roundRequested, peer: leader, namespace: nil, message: "this device may hold tombstones and the fleet is in sync")),
+            ]
+        }
         return []
     }
 
@@ -86,7 +94,11 @@ extension FleetNode {
             return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "a round request, but this device does not lead"))]
         }
         barrier.requested = true
-        return considerRound()
+        // The sibling waited out its own debounce: open at once if the fleet is in sync.
+        guard mayOpenRound() else { return considerRound() }
+        let cancel: [FleetOutput] = barrier.debounceArmed ? [.cancel(.barrierDebounce)] : []
+        barrier.debounceArmed = false
+        return cancel + openRound()
     }
 
     private mutating func openRound() -> [FleetOutput] {

@@ -66,7 +66,7 @@ public struct FleetNode {
         case .timer(.advertise):
             return advertiseToAll() + [.arm(.advertise, afterMilliseconds: configuration.advertiseIntervalMilliseconds)]
         case .localChange:
-            return noteChange() + (peers.isEmpty ? considerRound() : [])
+            return noteChange() + considerRound()
         case .timer(.changeDebounce):
             changePending = false
             return advertiseToAll()
@@ -101,6 +101,8 @@ public struct FleetNode {
         roster = devices.union([replica.device])
         for key in sessions.keys where !roster.contains(key.peer) { sessions[key] = nil }
         barrier.heard = barrier.heard.filter { roster.contains($0.key) }
+        // A request is for the leader; one that stopped leading forgets it.
+        if leader != replica.device { barrier.requested = false }
         guard let round = barrier.round, round.members != roster else { return [] }
         return failRound("the roster changed during the round", missing: [])
     }
@@ -250,6 +252,8 @@ public struct FleetNode {
                 if session.epoch > 0 { outputs.append(.cancel(.session(peer: peer, namespace: message.namespace, epoch: session.epoch))) }
                 outputs.append(
                     .log(FleetEvent(kind: .sessionFinished, peer: peer, namespace: message.namespace, message: "\(session.progress.changed) rows changed here, \(session.progress.conflicts) conflicts")))
+                // What this device holds may now equal what its siblings last advertised.
+                outputs += considerRound()
             }
             return outputs
         } catch {

@@ -120,6 +120,8 @@ public struct FleetEvent: Sendable, Equatable, CustomStringConvertible {
         case inSync
         /// This device, the leader, opened a barrier round.
         case roundOpened
+        /// This device holds tombstones and asked the leader for a round.
+        case roundRequested
         /// A round was abandoned: a missing or differing ack, a roster change, a failed anchor write, the deadline.
         case roundFailed
         /// A round committed here: the message says what was collected.
