@@ -6,7 +6,7 @@ import Stele
 public struct SimulationRun {
     /// The faults a run may inject.
     public enum Fault: String, Sendable, CaseIterable {
-        case loss, dup, reorder, partition, offline, crash, restore, skew, join, revoke, storage
+        case loss, dup, reorder, partition, offline, crash, restore, skew, join, revoke, storage, anchor
     }
 
     public struct Options: Sendable {
@@ -152,13 +152,33 @@ public struct SimulationRun {
                 let after = Int(random.value(in: 0...40))
                 simulation.failStorage(target, with: fault, afterSteps: after)
                 transcript.append("storage \(target) fail \(fault.rawValue) after \(after)")
+            case .anchor:
+                // The anchor substrate in trouble: out of reach (or back), a failed
+                // upload, or a slow one that may outlive its round (001 §8).
+                simulation.count("anchor")
+                switch random.value(in: 0...2) {
+                case 0:
+                    simulation.anchorSubstrate.isDown.toggle()
+                    transcript.append(simulation.anchorSubstrate.isDown ? "anchor down" : "anchor up")
+                case 1:
+                    simulation.anchorSubstrate.failNextWrite = true
+                    transcript.append("anchor fail next write")
+                default:
+                    let delay = random.value(in: 1_000...30_000)
+                    simulation.anchorSubstrate.delayNextWriteMilliseconds = delay
+                    transcript.append("anchor delay next write \(delay)ms")
+                }
             case nil:
                 break
             }
         }
 
-        // Healed phase: everyone online and reachable over a perfect network.
+        // Healed phase: everyone online and reachable over a perfect network, the anchor reachable.
         simulation.heal()
+        if simulation.anchorSubstrate.isDown {
+            simulation.anchorSubstrate.isDown = false
+            transcript.append("anchor up")
+        }
         for device in simulation.devices { simulation.setOnline(device.name, true) }
         transcript += ["heal", "online " + simulation.devices.map(\.name).joined(separator: " "), "sync", "expect converged", "expect resurrections 0", "expect lost-writes 0"]
         let healedAt = simulation.now

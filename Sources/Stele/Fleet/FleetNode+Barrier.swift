@@ -31,6 +31,9 @@ struct BarrierState {
     var failures = 0
     /// A sibling holding tombstones asked for a round (the leader may hold none).
     var requested = false
+    /// The current round is an early retry: if it fails too, the leader waits out
+    /// its whole pause (a device heard from but still not acking is slow, not back).
+    var retriedEarly = false
 }
 
 extension FleetNode {
@@ -165,6 +168,7 @@ extension FleetNode {
         barrier.round = nil
         barrier.failures = 0
         barrier.requested = false
+        barrier.retriedEarly = false
         let commit = BarrierProposal(round: nonce, digest: agreed, generation: round.proposal.generation)
         let frame = FrameCodec.encode(.gcCommit(commit))
         var outputs: [FleetOutput] = round.members.subtracting([replica.device]).sorted().map { .send(to: $0, bytes: frame) }
@@ -190,7 +194,8 @@ extension FleetNode {
         barrier.round = nil
         barrier.failures += 1
         barrier.backingOff = true
-        barrier.waitingFor = missing
+        barrier.waitingFor = barrier.retriedEarly ? [] : missing
+        barrier.retriedEarly = false
         let doubling = Int64(1) << Int64(min(barrier.failures - 1, 20))
         let pause = min(configuration.barrierBackoffMilliseconds.multipliedReportingOverflow(by: doubling).partialValue, configuration.barrierMaximumBackoffMilliseconds)
         outputs.append(.arm(.barrierBackoff, afterMilliseconds: max(pause, 0)))
@@ -209,6 +214,7 @@ extension FleetNode {
         guard barrier.backingOff, barrier.waitingFor.contains(peer) else { return [] }
         barrier.backingOff = false
         barrier.waitingFor = []
+        barrier.retriedEarly = true
         return [.cancel(.barrierBackoff)]
     }
 
