@@ -29,6 +29,10 @@ public struct BenchmarkSuite {
                 "sync.delete_batch.apply_floor",
             ],
             run: SyncBenchmarks.deleteBatch),
+        Group(figures: ["gc.storage_returned", "gc.storage_returned.bytes_per_deleted_key"], run: CollectionBenchmarks.storage),
+        Group(
+            figures: ["gc.round.3_devices", "gc.round.3_devices.frames", "gc.round.10_devices", "gc.round.10_devices.frames"],
+            run: CollectionBenchmarks.rounds),
         Group(figures: ["sim.throughput"], run: SimulatorBenchmark.run),
     ]
 

@@ -216,15 +216,29 @@ public final class Connection {
         while try statement.step() {}
     }
 
+    /// Copies the write-ahead log into the database file and truncates it
+    /// (`PRAGMA wal_checkpoint(TRUNCATE)`), so the pages a vacuum freed leave the
+    /// disk. Outside a transaction only; a reader holding an old snapshot makes it
+    /// a partial checkpoint, which is harmless.
+    public func checkpoint() throws {
+        try execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    }
+
     /// Gives the file's free pages back to the file system (`PRAGMA incremental_vacuum`,
     /// stepped to the end: each step frees one page). A file made without
     /// `auto_vacuum=INCREMENTAL` is rebuilt with `VACUUM` instead, which also switches
     /// it to incremental for next time. Outside a transaction only.
     /// - Returns: the number of pages given back.
+    /// - Parameter rebuild: rebuild the file with `VACUUM` instead, which also
+    ///   packs half-empty pages: worth its cost (proportional to what is left)
+    ///   after most of the file was deleted.
     @discardableResult
-    public func returnFreePages() throws -> Int {
+    public func returnFreePages(rebuild: Bool = false) throws -> Int {
         let before = try scalarInt("PRAGMA page_count") ?? 0
-        if try scalarInt("PRAGMA auto_vacuum") == 2 {
+        if rebuild {
+            try execute("PRAGMA auto_vacuum=INCREMENTAL")
+            try executeScript("VACUUM")
+        } else if try scalarInt("PRAGMA auto_vacuum") == 2 {
             try execute("PRAGMA incremental_vacuum")
         } else {
             try execute("PRAGMA auto_vacuum=INCREMENTAL")

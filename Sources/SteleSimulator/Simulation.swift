@@ -104,9 +104,12 @@ public final class Simulation {
     }
 
     /// Allows or forbids barrier rounds on every device (`gc on` / `gc off`).
+    /// Switching it on prompts every online device to look for a round at once.
     public func setCollection(_ allowed: Bool) {
+        let switchedOn = allowed && !configuration.collects
         configuration.collects = allowed
         for device in everyDevice { device.node.configuration.collects = allowed }
+        if switchedOn { for device in devices where device.isOnline { deliver(.localChange, to: device) } }
     }
 
     // MARK: - Devices

@@ -265,7 +265,7 @@ import TestSupport
         let forged = BarrierProposal(round: RoundNonce.generate(using: &generator), digest: try harness.fleet[1].contentDigest(), generation: 2)
         let ignoredBefore = harness.count(.barrierIgnored, at: 1)
         harness.handle(.frame(from: harness.fleet.devices[2], bytes: FrameCodec.encode(.gcPropose(forged))), at: 1)
-        harness.handle(.frame(from: harness.fleet.devices[2], bytes: FrameCodec.encode(.gcCommit(forged))), at: 1)
+        harness.handle(.frame(from: harness.fleet.devices[2], bytes: FrameCodec.encode(.gcCommit(BarrierCommit(proposal: forged, knowledge: Knowledge())))), at: 1)
         #expect(harness.count(.barrierIgnored, at: 1) == ignoredBefore + 2)
         #expect(try harness.fleet[1].lastAck()?.round != forged.round)
         #expect(harness.fleet[1].generation == 1)

@@ -143,18 +143,27 @@ import TestSupport
         let digest = SHA256().hash("content".bytes)
         return [
             .gcPropose(BarrierProposal(round: round, digest: digest, generation: 1)),
-            .gcAck(BarrierAnswer(round: round, digest: digest)),
+            .gcAck(BarrierAnswer(round: round, digest: digest, knowledge: Self.knowledge)),
             .gcAck(.decline(round)),
-            .gcCommit(BarrierProposal(round: round, digest: digest, generation: 300)),
+            .gcCommit(BarrierCommit(proposal: BarrierProposal(round: round, digest: digest, generation: 300), knowledge: Self.knowledge)),
+            .gcCommit(BarrierCommit(proposal: BarrierProposal(round: round, digest: digest, generation: 2), knowledge: Knowledge())),
         ]
+    }
+
+    /// Two devices' counters, and a stamp of a third.
+    static var knowledge: Knowledge {
+        var knowledge = Knowledge()
+        knowledge.note(.causal(CausalRecord.tombstone(key: "k", vector: VersionVector([devices[0]: 9, devices[1]: 1_700_000_000_000]))))
+        knowledge.note(.lww(LWWRecord(key: "k", value: nil, stamp: stamp(1_700_000_000_500, 2))))
+        return knowledge
     }
 
     @Test func barrierFramesRoundTripAndEveryTruncationIsATypedError() throws {
         for frame in Self.barrierFrames {
             let bytes = FrameCodec.encode(frame)
             #expect(try FrameCodec.decode(bytes) == frame)
-            // Nonce, digest and a short varint: small frames, never deflated.
-            #expect(bytes.count <= 3 + 16 + 32 + 2)
+            // Nonce, digest, a short varint and what a few devices had seen: small frames.
+            #expect(bytes.count <= 3 + 16 + 32 + 2 + 3 * (32 + 9) + 2)
             for length in 0..<bytes.count {
                 #expect(throws: CodecError.self) { _ = try FrameCodec.decode(Array(bytes.prefix(length))) }
             }
@@ -169,8 +178,9 @@ import TestSupport
     }
 
     @Test func aRoundToGenerationZeroIsRefused() throws {
-        var bytes = FrameCodec.encode(.gcCommit(BarrierProposal(round: Self.barrierRound, digest: .zero, generation: 1)))
-        bytes[bytes.count - 1] = 0
+        // An empty knowledge is two zero counts after the generation.
+        var bytes = FrameCodec.encode(.gcCommit(BarrierCommit(proposal: BarrierProposal(round: Self.barrierRound, digest: .zero, generation: 1), knowledge: Knowledge())))
+        bytes[bytes.count - 3] = 0
         #expect { _ = try FrameCodec.decode(bytes) } throws: { ($0 as? CodecError)?.code == .valueOutOfRange }
     }
 

@@ -32,7 +32,10 @@ import TestSupport
             try laptop.causal("notes").delete("old")
             try laptop.causal("notes").put("shared", "v2".bytes)
             try Self.copy(laptop, to: phone)
-            snapshot = try Snapshot.take(of: laptop, generation: 1)
+            // What both had seen when they acked: the round's knowledge.
+            var knowledge = try phone.knowledge()
+            knowledge.merge(try laptop.knowledge())
+            snapshot = try Snapshot.take(of: laptop, generation: 1, knowledge: knowledge)
             for replica in [phone, laptop] {
                 let digest = try replica.contentDigest()
                 var generator = SeededGenerator(seed: 1)
@@ -98,20 +101,20 @@ import TestSupport
         let digest = try restored.contentDigest()
         // A namespace of another kind in the snapshot.
         let clashing = Snapshot(
-            generation: 1,
+            generation: 1, knowledge: story.snapshot.knowledge,
             namespaces: story.snapshot.namespaces + [ReconcileMessage(session: 0, namespace: "notes", kind: .lww, generation: 1)])
         #expect(throws: ReplicaError.self) { try restored.recover(from: clashing) }
         // A malformed record halfway through.
         let bad = CausalRecord(key: "", vector: VersionVector([Fixtures.device(2): 1]), versions: [])
         let malformed = Snapshot(
-            generation: 1,
+            generation: 1, knowledge: story.snapshot.knowledge,
             namespaces: story.snapshot.namespaces.map { namespace in
                 guard namespace.namespace == "notes" else { return namespace }
                 return ReconcileMessage(session: 0, namespace: "notes", kind: .causal, generation: 1, records: namespace.records + [.causal(bad)])
             })
         #expect(throws: ReplicaError.self) { try restored.recover(from: malformed) }
         // A snapshot that is not ahead.
-        #expect(throws: ReplicaError.self) { try restored.recover(from: Snapshot(generation: 0, namespaces: story.snapshot.namespaces)) }
+        #expect(throws: ReplicaError.self) { try restored.recover(from: Snapshot(generation: 0, knowledge: story.snapshot.knowledge, namespaces: story.snapshot.namespaces)) }
         #expect(restored.generation == 0)
         #expect(try restored.contentDigest() == digest)
         #expect(try restored.causal("notes").get("old") == "stale".bytes)
@@ -129,5 +132,25 @@ import TestSupport
         var version = bytes
         version[8] = 9
         #expect(throws: CodecError.self) { _ = try Snapshot(decoding: version) }
+    }
+
+    /// Records written after the round by another device (while this one was cut
+    /// off from the anchor) are newer than the snapshot too, and survive.
+    @Test func writesTheFleetHadNotSeenSurviveWhoeverMadeThem() throws {
+        let story = try Story()
+        let restored = try Replica.open(at: story.backup)
+        let tablet = try Fixtures.replica(in: story.directory, name: "tablet.stele", device: Fixtures.device(3))
+        try RandomWorkload.declare(on: tablet)
+        try tablet.causal("notes").put("island", "written by the tablet".bytes)
+        try tablet.lww("flags").put("island", "on".bytes)
+        try Story.copy(tablet, to: restored)
+        let outcome = try restored.recover(from: story.snapshot)
+        #expect(outcome.keptLocal == 2)
+        #expect(try restored.causal("notes").get("island") == "written by the tablet".bytes)
+        #expect(try restored.lww("flags").get("island") == "on".bytes)
+        // What the fleet had seen and deleted stays gone.
+        #expect(try restored.causal("notes").get("old") == nil)
+        // And the knowledge is remembered for recoveries this device may serve later.
+        #expect(try restored.knowledge().counters[Fixtures.device(2)] >= story.snapshot.knowledge.counters[Fixtures.device(2)])
     }
 }

@@ -14,6 +14,8 @@ struct BarrierState {
         /// The roster when the round opened: a change before commit aborts it.
         let members: Set<DeviceID>
         var acks: [DeviceID: Hash32]
+        /// The union of what every member that acked had seen (``Knowledge``).
+        var knowledge: Knowledge
         let epoch: UInt64
         /// The digest every ack agreed on, once the anchor write was asked for.
         var agreed: Hash32?
@@ -111,7 +113,8 @@ extension FleetNode {
             // The leader acks its own round: its watermark is taken now.
             try replica.recordAck(round: proposal.round, digest: digest, generation: proposal.generation)
             nextEpoch += 1
-            barrier.round = BarrierState.Round(proposal: proposal, members: roster, acks: [replica.device: digest], epoch: nextEpoch)
+            barrier.round = BarrierState.Round(
+                proposal: proposal, members: roster, acks: [replica.device: digest], knowledge: try replica.knowledge(), epoch: nextEpoch)
             let frame = FrameCodec.encode(.gcPropose(proposal))
             var outputs: [FleetOutput] = peers.map { .send(to: $0, bytes: frame) }
             outputs.append(.arm(.barrierRound(epoch: nextEpoch), afterMilliseconds: configuration.barrierRoundMilliseconds))
@@ -133,6 +136,7 @@ extension FleetNode {
             return failRound("device \(peer) has collection off and declined", missing: [])
         }
         round.acks[peer] = answer.digest
+        round.knowledge.merge(answer.knowledge)
         barrier.round = round
         return acksComplete()
     }
@@ -149,7 +153,7 @@ extension FleetNode {
             }
             let generation = round.proposal.generation
             let header = AnchorHeader(account: replica.account, generation: generation, round: round.proposal.round, digest: fresh)
-            let snapshot = try Snapshot.take(of: replica, generation: generation)
+            let snapshot = try Snapshot.take(of: replica, generation: generation, knowledge: round.knowledge)
             barrier.round?.agreed = fresh
             return [.writeAnchor(Anchor(header: header, snapshot: snapshot.encoded))]
         } catch {
@@ -169,7 +173,7 @@ extension FleetNode {
         barrier.failures = 0
         barrier.requested = false
         barrier.retriedEarly = false
-        let commit = BarrierProposal(round: nonce, digest: agreed, generation: round.proposal.generation)
+        let commit = BarrierCommit(proposal: BarrierProposal(round: nonce, digest: agreed, generation: round.proposal.generation), knowledge: round.knowledge)
         let frame = FrameCodec.encode(.gcCommit(commit))
         var outputs: [FleetOutput] = round.members.subtracting([replica.device]).sorted().map { .send(to: $0, bytes: frame) }
         outputs.append(.cancel(.barrierRound(epoch: round.epoch)))
@@ -242,31 +246,33 @@ extension FleetNode {
         do {
             let digest = try replica.contentDigest()
             try replica.recordAck(round: proposal.round, digest: digest, generation: proposal.generation)
-            return [.send(to: peer, bytes: FrameCodec.encode(.gcAck(BarrierAnswer(round: proposal.round, digest: digest))))]
+            let answer = BarrierAnswer(round: proposal.round, digest: digest, knowledge: try replica.knowledge())
+            return [.send(to: peer, bytes: FrameCodec.encode(.gcAck(answer)))]
         } catch {
             return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "could not ack: \(error)"))]
         }
     }
 
-    mutating func receive(commit: BarrierProposal, from peer: DeviceID) -> [FleetOutput] {
+    mutating func receive(commit: BarrierCommit, from peer: DeviceID) -> [FleetOutput] {
         guard peer == leader else {
             return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "a commit from a device that does not lead this roster"))]
         }
         return applyCommit(commit, from: peer)
     }
 
-    private mutating func applyCommit(_ commit: BarrierProposal, from peer: DeviceID?) -> [FleetOutput] {
+    private mutating func applyCommit(_ commit: BarrierCommit, from peer: DeviceID?) -> [FleetOutput] {
+        let proposal = commit.proposal
         do {
-            let outcome = try replica.commit(round: commit.round, digest: commit.digest, generation: commit.generation)
+            let outcome = try replica.commit(round: proposal.round, digest: proposal.digest, generation: proposal.generation, knowledge: commit.knowledge)
             switch outcome {
             case .notAcked, .generationNotAhead:
-                return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "commit of round \(commit.round): \(outcome)"))]
+                return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "commit of round \(proposal.round): \(outcome)"))]
             case .adoptedKeepingTombstones, .collected:
                 // The generation moved: siblings hear it at once.
-                return [.log(FleetEvent(kind: .roundCommitted, peer: peer, namespace: nil, message: "generation \(commit.generation): \(outcome)"))] + noteChange()
+                return [.log(FleetEvent(kind: .roundCommitted, peer: peer, namespace: nil, message: "generation \(proposal.generation): \(outcome)"))] + noteChange()
             }
         } catch {
-            return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "could not commit round \(commit.round): \(error)"))]
+            return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "could not commit round \(proposal.round): \(error)"))]
         }
     }
 }

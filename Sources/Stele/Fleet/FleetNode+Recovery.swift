@@ -100,7 +100,8 @@ extension FleetNode {
         do {
             if let ack = try replica.lastAck(), ack.round == header.round, ack.generation == header.generation {
                 // It acked that round: it missed the commit, nothing was rolled back.
-                let outcome = try replica.commit(round: header.round, digest: header.digest, generation: header.generation)
+                let knowledge = (try? Snapshot(decoding: anchor.snapshot).knowledge) ?? Knowledge()
+                let outcome = try replica.commit(round: header.round, digest: header.digest, generation: header.generation, knowledge: knowledge)
                 return caughtUp("adopted generation \(header.generation) from the anchor of a round it had acked (\(outcome))")
             }
             recovery.rolledBack = true
@@ -138,7 +139,7 @@ extension FleetNode {
             return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "a snapshot request from generation \(generation), not behind this device"))]
         }
         do {
-            let snapshot = try Snapshot.take(of: replica, generation: replica.generation)
+            let snapshot = try Snapshot.take(of: replica, generation: replica.generation, knowledge: try replica.knowledge())
             return [.send(to: peer, bytes: FrameCodec.encode(.snapshot(snapshot)))]
         } catch {
             return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "could not take a snapshot: \(error)"))]

@@ -2,13 +2,17 @@
 /// and later what a sibling serves a device that cannot reach the anchor.
 ///
 /// Bytes: "STELESNP", a format byte, the generation it was taken for (varint),
-/// the number of namespaces, then per namespace one length-prefixed reconcile
+/// the ``Knowledge`` it reflects (what the fleet had seen when it agreed), the
+/// number of namespaces, then per namespace one length-prefixed reconcile
 /// step (``ReconcileCodec``) carrying every live record with its bookkeeping
 /// (vectors, stamps): the rows recovery imports, with their clocks (001 §7:
 /// recovered rows' clocks come from the snapshot). Tombstones are not in it: a
 /// snapshot is written for a round that collects them.
 public struct Snapshot: Sendable, Equatable {
     public let generation: UInt64
+    /// What the fleet had seen when this content was agreed: recovery keeps the
+    /// local records it does not cover.
+    public let knowledge: Knowledge
     /// One step per replicated namespace, in name order, `records` holding its live rows.
     public let namespaces: [ReconcileMessage]
 
@@ -16,13 +20,13 @@ public struct Snapshot: Sendable, Equatable {
     static let format: UInt8 = 1
 
     /// Reads every live record of every replicated namespace.
-    static func take(of replica: Replica, generation: UInt64) throws -> Snapshot {
+    static func take(of replica: Replica, generation: UInt64, knowledge: Knowledge) throws -> Snapshot {
         var namespaces: [ReconcileMessage] = []
         for declaration in replica.namespaces where declaration.kind.isReplicated {
             let records = try NamespaceSync(replica: replica, declaration: declaration).records(from: [], below: nil)
             namespaces.append(ReconcileMessage(session: 0, namespace: declaration.name, kind: declaration.kind, generation: generation, records: records))
         }
-        return Snapshot(generation: generation, namespaces: namespaces)
+        return Snapshot(generation: generation, knowledge: knowledge, namespaces: namespaces)
     }
 
     public var encoded: [UInt8] {
@@ -30,6 +34,7 @@ public struct Snapshot: Sendable, Equatable {
         writer.append(Self.magic)
         writer.append(Self.format)
         writer.appendVarint(generation)
+        knowledge.encode(into: &writer)
         writer.appendVarint(UInt64(namespaces.count))
         for namespace in namespaces {
             var body = ByteWriter()
@@ -48,6 +53,7 @@ public struct Snapshot: Sendable, Equatable {
         let format = try reader.readByte("snapshot format")
         guard format == Self.format else { throw CodecError(.unknownVersion, "snapshot format \(format) is not known to this build") }
         generation = try reader.readVarint("snapshot generation")
+        knowledge = try Knowledge(from: &reader)
         let count = try reader.readItemCount("snapshot namespaces", maximum: WireLimits.maximumNamespaces)
         var namespaces: [ReconcileMessage] = []
         for index in 0..<count {
@@ -60,8 +66,9 @@ public struct Snapshot: Sendable, Equatable {
         self.namespaces = namespaces
     }
 
-    init(generation: UInt64, namespaces: [ReconcileMessage]) {
+    init(generation: UInt64, knowledge: Knowledge, namespaces: [ReconcileMessage]) {
         self.generation = generation
+        self.knowledge = knowledge
         self.namespaces = namespaces
     }
 }

@@ -73,13 +73,16 @@ extension Replica {
     /// round acked last; the generation is adopted (never moved backwards); the
     /// tombstones the ack vouched for are dropped only if the content digest is
     /// still the agreed `digest`. Freed pages go back to the file system.
-    public func commit(round: RoundNonce, digest: Hash32, generation: UInt64) throws -> CollectionOutcome {
+    /// - Parameter knowledge: what the fleet had seen when it agreed, kept for
+    ///   recoveries this device may later serve or need (``Knowledge``).
+    public func commit(round: RoundNonce, digest: Hash32, generation: UInt64, knowledge: Knowledge = Knowledge()) throws -> CollectionOutcome {
         guard let ack = try lastAck(), ack.round == round, ack.generation == generation else { return .notAcked }
         guard generation > self.generation else { return .generationNotAhead }
         let unmoved = try contentDigest() == digest
         let dropped = try write {
             let dropped = unmoved ? try dropTombstones(upTo: ack.watermark) : 0
             try connection.execute("UPDATE replica SET generation = ? WHERE id = 1", [.integer(Int64(generation))])
+            try recordCollectedKnowledge(knowledge)
             if unmoved {
                 try connection.execute(
                     "UPDATE barrier SET collected_ms = ?, collected_count = ?, collected_through = ? WHERE id = 1",
@@ -89,7 +92,16 @@ extension Replica {
         }
         self.generation = generation
         guard unmoved else { return .adoptedKeepingTombstones }
-        if dropped > 0 { try connection.returnFreePages() }
+        if dropped > 0 {
+            // DESIGN §6: storage really returns. Freed pages go back at once; when
+            // the collection removed more than is left, the file is rebuilt so the
+            // half-empty pages the deletes left are packed too (a cost proportional
+            // to what is left, paid once). Best effort: the tombstones are gone
+            // either way, and a busy file gives its pages back at a later commit.
+            let live = (try? liveRowCount()) ?? Int.max
+            _ = try? connection.returnFreePages(rebuild: dropped > live)
+            if path != ":memory:" { try? connection.checkpoint() }
+        }
         return .collected(dropped)
     }
 
@@ -102,11 +114,27 @@ extension Replica {
         return tombstoneSequence > UInt64(collected)
     }
 
+    /// Copies the write-ahead log into the file and truncates it: the file on
+    /// disk is then all there is (a commit that collected does this itself).
+    public func checkpoint() throws {
+        try connection.checkpoint()
+    }
+
     /// When this device last collected, and how many tombstones.
     public func lastCollection() throws -> (milliseconds: Int64, count: Int)? {
         try connection.queryFirst("SELECT collected_ms, collected_count FROM barrier WHERE id = 1") { row in
             row.optionalInt64(0).map { ($0, Int(row.int64(1))) }
         } ?? nil
+    }
+
+    /// Rows (and log events) held in every namespace, tombstones aside.
+    private func liveRowCount() throws -> Int {
+        var total = 0
+        for declaration in namespaces {
+            let filter = Self.tombstoneFilter(declaration.kind).map { "NOT (\($0))" } ?? "1"
+            total += Int(try connection.scalarInt("SELECT count(*) FROM \(declaration.table) WHERE \(filter)") ?? 0)
+        }
+        return total
     }
 
     /// The number of tombstones retained, per replicated namespace that has any kind of tombstone.

@@ -14,9 +14,10 @@ extension Replica {
     /// wrote after it was restored, then moves to the snapshot's generation.
     ///
     /// 001 §7, with DESIGN §6's additions: everything the snapshot lacks is
-    /// dropped, except records this device wrote after the restore (its own
-    /// counter or stamp above anything the snapshot knows of it), which are
-    /// merged on top with the kind's rule; the rows keep the snapshot's clocks
+    /// dropped, except records newer than what the fleet had seen when it agreed
+    /// (``Snapshot/knowledge``): what this device wrote after the restore, and
+    /// what it or others wrote while cut off from the fleet. Those are merged on
+    /// top with the kind's rule; the rows keep the snapshot's clocks
     /// (vectors and stamps come from it, never from local counters); and the
     /// generation moves only in the same transaction as the import, so a failed
     /// import leaves the device where it was.
@@ -34,13 +35,14 @@ extension Replica {
                     .kindMismatch, "the snapshot holds namespace \(namespace.namespace) as \(namespace.kind), declared here as \(declaration.kind)")
             }
         }
-        let known = knowledgeOfThisDevice(in: snapshot)
         var outcome = (imported: 0, kept: 0, dropped: 0)
         try write {
             for declaration in namespaces where declaration.kind.isReplicated {
                 let sync = try NamespaceSync(replica: self, declaration: declaration)
                 let local = try sync.records(keys: try allKeys(declaration))
-                let kept = local.filter { writtenAfterRestore($0, known) }
+                // Newer than what the fleet had seen when it agreed: written after a
+                // restore, or while cut off from the anchor, by this device or another.
+                let kept = local.filter { !snapshot.knowledge.covers($0) }
                 outcome.kept += kept.count
                 outcome.dropped += local.count - kept.count
                 try connection.execute("DELETE FROM \(declaration.table)")
@@ -51,6 +53,7 @@ extension Replica {
                 outcome.imported += imported.count
             }
             try connection.execute("UPDATE replica SET generation = ? WHERE id = 1", [.integer(Int64(snapshot.generation))])
+            try recordCollectedKnowledge(snapshot.knowledge)
             // No tombstone is held that a round vouched for, and no round is remembered.
             try connection.execute(
                 "UPDATE barrier SET acked_round = NULL, acked_digest = NULL, acked_generation = NULL, watermark = 0 WHERE id = 1")
@@ -58,39 +61,6 @@ extension Replica {
         }
         generation = snapshot.generation
         return RecoveryOutcome(imported: outcome.imported, keptLocal: outcome.kept, dropped: outcome.dropped)
-    }
-
-    /// The highest own counter and own write stamp the snapshot holds of this device.
-    private func knowledgeOfThisDevice(in snapshot: Snapshot) -> (counter: UInt64, timestamp: HybridTimestamp) {
-        var counter: UInt64 = 0
-        var timestamp = HybridTimestamp.zero
-        func stamp(_ stamp: WriteStamp) { if stamp.writer == device { timestamp = max(timestamp, stamp.timestamp) } }
-        for namespace in snapshot.namespaces {
-            for record in namespace.records {
-                switch record {
-                case .causal(let record):
-                    counter = max(counter, record.vector[device])
-                    for version in record.versions { stamp(version.stamp) }
-                case .lww(let record): stamp(record.stamp)
-                case .event(let event): stamp(event.stamp)
-                case .appendOnly(let record): stamp(record.stamp)
-                }
-            }
-        }
-        return (counter, timestamp)
-    }
-
-    /// Whether this device wrote `record` after the restore: above anything the snapshot knows of it.
-    private func writtenAfterRestore(_ record: WireRecord, _ known: (counter: UInt64, timestamp: HybridTimestamp)) -> Bool {
-        switch record {
-        case .causal(let record):
-            // A live version of this device's, or a delete it made, beyond the snapshot.
-            if record.isTombstone { return record.vector[device] > known.counter }
-            return record.versions.contains { $0.dot.device == device && $0.dot.counter > known.counter }
-        case .lww(let record): return record.stamp.writer == device && record.stamp.timestamp > known.timestamp
-        case .event(let event): return event.stamp.writer == device && event.stamp.timestamp > known.timestamp
-        case .appendOnly(let record): return record.stamp.writer == device && record.stamp.timestamp > known.timestamp
-        }
     }
 
     /// The own counter and clock move above what the imported records carry.

@@ -62,7 +62,9 @@ enum ReplicaSchema {
                     collected_ms INTEGER,
                     collected_count INTEGER NOT NULL DEFAULT 0,
                     -- Every tombstone at or below this sequence number has been collected.
-                    collected_through INTEGER NOT NULL DEFAULT 0 CHECK (collected_through >= 0)
+                    collected_through INTEGER NOT NULL DEFAULT 0 CHECK (collected_through >= 0),
+                    -- What the fleet had seen at the rounds this device collected or recovered from.
+                    knowledge BLOB
                 );
                 INSERT INTO barrier (id) VALUES (1);
                 """)

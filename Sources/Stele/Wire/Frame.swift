@@ -10,7 +10,7 @@ public enum Frame: Sendable, Equatable {
     /// A device answers a round with its freshly computed digest (001 §4-5).
     case gcAck(BarrierAnswer)
     /// The leader commits a round: the anchor has landed (001 §4, §8).
-    case gcCommit(BarrierProposal)
+    case gcCommit(BarrierCommit)
     /// A sibling that holds tombstones and finds the fleet in sync asks the leader
     /// for a round: the leader may hold none itself, and the advertisement carries
     /// live content only.
@@ -37,16 +37,30 @@ public struct BarrierProposal: Sendable, Equatable {
     }
 }
 
-/// `gc_ack`: "when you asked, in this round, I was at this digest" (001 §5).
-/// An all-zero digest (never a SHA-256 output in practice) declines: the
-/// device has collection off and will not ack.
+/// `gc_commit`: the round, the agreed digest and generation, and the union of
+/// what every member had seen when it acked (``Knowledge``).
+public struct BarrierCommit: Sendable, Equatable {
+    public let proposal: BarrierProposal
+    public let knowledge: Knowledge
+
+    public init(proposal: BarrierProposal, knowledge: Knowledge) {
+        self.proposal = proposal
+        self.knowledge = knowledge
+    }
+}
+
+/// `gc_ack`: "when you asked, in this round, I was at this digest, having seen
+/// this much" (001 §5). An all-zero digest (never a SHA-256 output in practice)
+/// declines: the device has collection off and will not ack.
 public struct BarrierAnswer: Sendable, Equatable {
     public let round: RoundNonce
     public let digest: Hash32
+    public let knowledge: Knowledge
 
-    public init(round: RoundNonce, digest: Hash32) {
+    public init(round: RoundNonce, digest: Hash32, knowledge: Knowledge = Knowledge()) {
         self.round = round
         self.digest = digest
+        self.knowledge = knowledge
     }
 
     public static func decline(_ round: RoundNonce) -> BarrierAnswer { BarrierAnswer(round: round, digest: .zero) }

@@ -4,7 +4,8 @@
 /// body is deflated, and its inflated length follows as a varint), then the body.
 /// Types 1 and 2 are the advertisement and the reconcile step; 16–18 are the
 /// barrier's `gc_propose`, `gc_ack` and `gc_commit`: a 16-byte nonce, a 32-byte
-/// digest and (propose, commit) the generation as a varint.
+/// digest, (propose, commit) the generation as a varint and (ack, commit) the
+/// ``Knowledge``; 19–21 are the snapshot request, the snapshot and `gc_request`.
 ///
 /// A decoder never traps on input: short, oversized or malformed bytes throw
 /// ``CodecError`` and nothing else happens.
@@ -39,9 +40,11 @@ public enum FrameCodec {
             type = .gcAck
             body.append(answer.round.bytes)
             body.append(answer.digest.bytes)
-        case .gcCommit(let proposal):
+            answer.knowledge.encode(into: &body)
+        case .gcCommit(let commit):
             type = .gcCommit
-            encode(proposal, into: &body)
+            encode(commit.proposal, into: &body)
+            commit.knowledge.encode(into: &body)
         case .gcRequest:
             type = .gcRequest
         case .snapshotRequest(let generation):
@@ -97,8 +100,11 @@ public enum FrameCodec {
         case .gcPropose: frame = .gcPropose(try decodeProposal(&reader))
         case .gcAck:
             let round = try RoundNonce(bytes: try reader.readBytes(RoundNonce.byteCount, "gc_ack nonce"))
-            frame = .gcAck(BarrierAnswer(round: round, digest: try Hash32(bytes: try reader.readBytes(Hash32.byteCount, "gc_ack digest"))))
-        case .gcCommit: frame = .gcCommit(try decodeProposal(&reader))
+            let digest = try Hash32(bytes: try reader.readBytes(Hash32.byteCount, "gc_ack digest"))
+            frame = .gcAck(BarrierAnswer(round: round, digest: digest, knowledge: try Knowledge(from: &reader)))
+        case .gcCommit:
+            let proposal = try decodeProposal(&reader)
+            frame = .gcCommit(BarrierCommit(proposal: proposal, knowledge: try Knowledge(from: &reader)))
         case .snapshotRequest: frame = .snapshotRequest(generation: try reader.readVarint("requester generation"))
         case .gcRequest: frame = .gcRequest
         case .snapshot:
