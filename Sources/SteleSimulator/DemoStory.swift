@@ -7,10 +7,19 @@ import Stele
 public struct DemoStory {
     private let say: (String) -> Void
     private let simulation: Simulation
+    /// What each device's last recovery did, as its node logged it.
+    private final class Recoveries {
+        var byDevice: [String: String] = [:]
+    }
+    private let recoveries = Recoveries()
 
     public init(seed: UInt64 = 2_026, say: @escaping (String) -> Void) throws {
         self.say = say
         simulation = try Simulation(seed: seed)
+        let recoveries = recoveries
+        simulation.onEvent = { device, event in
+            if event.kind == .recovered { recoveries.byDevice[device] = event.message }
+        }
     }
 
     private func clock() -> String {
@@ -25,6 +34,23 @@ public struct DemoStory {
     private func show(_ name: String, _ key: String) throws -> String {
         let value = try simulation.device(name)?.replica.causal("notes").get(key)
         return value.map { "\"\(String(decoding: $0, as: UTF8.self))\"" } ?? "(deleted)"
+    }
+
+    private func tombstones(_ name: String) throws -> Int {
+        try simulation.device(name)?.replica.tombstoneCounts().values.reduce(0, +) ?? 0
+    }
+
+    private func generation(_ name: String) throws -> UInt64 { simulation.device(name)?.replica.generation ?? 0 }
+
+    private func blockers(_ name: String) throws -> String {
+        guard let device = simulation.device(name) else { return "nobody" }
+        let names = device.node.blockingCollection.compactMap { id in simulation.everyDevice.first { $0.id == id }?.name }
+        return names.isEmpty ? "nobody" : names.joined(separator: ", ")
+    }
+
+    /// What the device's last recovery did, from its node's log.
+    private func recovery(_ name: String) -> String {
+        recoveries.byDevice[name] ?? "no recovery was needed"
     }
 
     private func sync(_ what: String) throws {
@@ -58,10 +84,12 @@ public struct DemoStory {
         simulation.perform("phone", .delete(namespace: "notes", key: "old-plan"))
         try sync("phone and laptop agree; the tablet hears nothing")
         simulation.advance(byMilliseconds: 7 * 86_400_000)
+        event("all week the phone keeps its tombstone (\(try tombstones("phone")) held): collection waits for \(try blockers("phone")), no timer guesses")
         event("a week later the tablet wakes up, still holding old-plan=\(try show("tablet", "old-plan"))")
         simulation.setOnline("tablet", true)
         try sync("the tablet's stale copy meets the tombstone")
         event("tablet shows old-plan=\(try show("tablet", "old-plan")); phone shows \(try show("phone", "old-plan")): it stayed deleted")
+        event("every device has seen it: the barrier wrote the anchor and collected (generation \(try generation("phone")), \(try tombstones("phone")) tombstones held)")
 
         say("\n3. Offline at the same time, the laptop deletes groceries while the phone edits it.")
         simulation.partition([["phone"], ["laptop", "tablet"]])
@@ -75,10 +103,11 @@ public struct DemoStory {
 
         say("\n4. The tablet is restored from Monday's backup, from before old-plan was deleted.")
         try simulation.restore("tablet", from: "tablet-monday")
-        event("after the restore the tablet holds old-plan=\(try show("tablet", "old-plan")) and groceries=\(try show("tablet", "groceries"))")
+        event("after the restore the tablet holds old-plan=\(try show("tablet", "old-plan")) and groceries=\(try show("tablet", "groceries")), at generation \(try generation("tablet"))")
         simulation.perform("tablet", .put(namespace: "notes", key: "packing", value: "passport"))
         event("the tablet writes a new note, packing, after the restore")
         try sync("the restored tablet meets the fleet")
+        event("the anchor caught it: \(recovery("tablet"))")
         event("tablet shows old-plan=\(try show("tablet", "old-plan")), groceries=\(try show("tablet", "groceries")); phone shows packing=\(try show("phone", "packing"))")
 
         say("\n5. A conversation in the memory log is deleted on the phone while the laptop sleeps.")
@@ -96,7 +125,7 @@ public struct DemoStory {
         let oracle = simulation.oracle
         say("\nVerdict: after \(simulation.statistics.operations) writes, the oracle checked every device \(oracle.checks) times and counts \(oracle.resurrections) resurrections and \(oracle.lostWrites) lost writes.")
         for finding in oracle.findings { say("  \(finding)") }
-        say("Tombstones retained: \(simulation.totalTombstones()). Collecting them safely is the convergence barrier's job (not in this build).")
+        say("Tombstones retained: \(simulation.totalTombstones()), at generation \(try generation("phone")): collected with a proof, never on a timer.")
         return oracle.resurrections == 0 && oracle.lostWrites == 0
     }
 }

@@ -75,6 +75,8 @@ public final class Simulation {
     /// Called with every event a device's node logs, as a line (virtual time,
     /// device, event): `stele scenario --trace` prints them.
     public var trace: ((String) -> Void)?
+    /// Called with every event a device's node logs, by device name.
+    public var onEvent: ((_ device: String, _ event: FleetEvent) -> Void)?
     /// Failed when a device's storage refused a write the workload asked for.
     public private(set) var failedOperations = 0
 
@@ -363,6 +365,7 @@ public final class Simulation {
                 device.logged[event.kind, default: 0] += 1
                 if event.kind == .unknownDevice, let peer = event.peer { device.refusedSenders.insert(peer) }
                 if event.kind == .roundCommitted || event.kind == .recovered { record(.generation(device.replica.generation), device: device) }
+                onEvent?(device.name, event)
                 if let trace { trace(String(format: "%10.3f s  %@  %@", Double(now) / 1_000, device.name, "\(event)")) }
             case .writeAnchor(let anchor):
                 let delay = anchorSubstrate.delayNextWriteMilliseconds ?? anchorSubstrate.latencyMilliseconds
