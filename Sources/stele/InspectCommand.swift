@@ -28,6 +28,8 @@ enum InspectCommand {
                     ["account", report.account],
                     ["device", report.device],
                     ["generation", String(report.generation)],
+                    ["last collection", collection(report)],
+                    ["acked round", report.ackedRound.map { "\($0) (to generation \(report.ackedGeneration ?? 0))" } ?? "none"],
                     ["format", String(report.format)],
                     ["size", "\(grouped(report.fileBytes)) bytes"],
                 ], numeric: []))
@@ -41,5 +43,12 @@ enum InspectCommand {
                 ["namespace", "kind", "live", "tombstones", "bytes"],
                 report.namespaces.map { [$0.name, $0.kind, grouped($0.live), grouped($0.tombstones), grouped($0.bytes)] },
                 numeric: [2, 3, 4]))
+    }
+
+    /// When the store last collected tombstones, and how many, or "never".
+    static func collection(_ report: StoreReport) -> String {
+        guard let milliseconds = report.lastCollectionMilliseconds else { return "never" }
+        let date = Date(timeIntervalSince1970: Double(milliseconds) / 1_000)
+        return "\(date.formatted(.iso8601)) (\(grouped(report.lastCollectionCount)) tombstones dropped)"
     }
 }

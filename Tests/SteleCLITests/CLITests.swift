@@ -58,10 +58,41 @@ import TestSupport
         #expect(run.status == 0, "\(run.error)")
         #expect(run.output.contains(Fixtures.account().hex))
         #expect(run.output.contains(Fixtures.device(1).hex))
-        #expect(run.output.contains("generation  0"))
+        #expect(Self.row("generation", in: run.output) == "0")
+        #expect(Self.row("last collection", in: run.output) == "never")
+        #expect(Self.row("acked round", in: run.output) == "none")
         let notesLine = try #require(run.output.split(separator: "\n").first { $0.hasPrefix("notes") })
         #expect(notesLine.split(separator: " ").map(String.init).prefix(4) == ["notes", "causal", "1", "1"])
         #expect(fileBytes(path) == before)
+    }
+
+    /// The value column of the table row named `key`.
+    static func row(_ key: String, in output: String) -> String? {
+        output.split(separator: "\n").first { $0.hasPrefix(key + " ") }.map { String($0.dropFirst(key.count)).trimmingCharacters(in: .whitespaces) }
+    }
+
+    @Test func inspectShowsTheLastCollectionAndTheAckedRound() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("device.stele")
+        do {
+            let replica = try Self.makeStore(path)
+            var generator = SeededGenerator(seed: 3)
+            let round = RoundNonce.generate(using: &generator)
+            let digest = try replica.contentDigest()
+            try replica.recordAck(round: round, digest: digest, generation: 1)
+            #expect(try replica.commit(round: round, digest: digest, generation: 1) == .collected(1))
+        }
+        let run = try Self.stele("inspect", path)
+        #expect(run.status == 0, "\(run.error)")
+        #expect(Self.row("generation", in: run.output) == "1")
+        #expect(Self.row("last collection", in: run.output)?.hasSuffix("(1 tombstones dropped)") == true)
+        #expect(Self.row("acked round", in: run.output)?.hasSuffix("(to generation 1)") == true)
+        let json = try Self.stele("inspect", path, "--json")
+        let report = try JSONDecoder().decode(StoreReport.self, from: Data(json.output.utf8))
+        #expect(report.lastCollectionCount == 1)
+        #expect(report.lastCollectionMilliseconds != nil)
+        #expect(report.ackedGeneration == 1)
+        #expect(report.namespaces.allSatisfy { $0.tombstones == 0 })
     }
 
     @Test func inspectJSONIsMachineReadable() throws {

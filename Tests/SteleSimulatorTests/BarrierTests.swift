@@ -165,8 +165,15 @@ import TestSupport
         harness.asleep = [2]
         harness.start()
         harness.run(for: 3_600_000)
-        // Never heard from, so never in sync: no round opens, nothing is dropped.
+        // Never heard from, so never in sync: no round opens, nothing is dropped,
+        // and every device says who it waits for.
         #expect(harness.count(.roundOpened) == 0)
+        let status = harness.nodes[0].collectionStatus
+        #expect(status.blockedBy.map(\.device) == [harness.fleet.devices[2]])
+        #expect(status.blockedBy.first?.lastAgreedMilliseconds == nil)
+        #expect(status.tombstones == ["notes": 1, "flags": 1, "memory": 0])
+        #expect(status.state == .current)
+        #expect(status.lastCollection == nil)
         #expect(harness.anchorWrites == 0)
         for device in 0..<3 { #expect(try harness.tombstones(device) == 2) }
         // It wakes: the next advertisements find the fleet in sync, and it collects.
@@ -177,6 +184,10 @@ import TestSupport
             #expect(try harness.tombstones(device) == 0)
             #expect(harness.fleet[device].generation == 1)
         }
+        let after = harness.nodes[1].collectionStatus
+        #expect(after.blockedBy.isEmpty)
+        #expect(after.lastCollection?.count == 2)
+        #expect(after.generation == 1)
     }
 
     @Test func aFailedAnchorWriteKeepsEveryTombstoneAndTheNextRoundSucceeds() throws {

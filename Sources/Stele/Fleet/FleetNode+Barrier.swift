@@ -23,6 +23,8 @@ struct BarrierState {
 
     /// Each sibling's last advertisement: the leader's view of who is in sync.
     var heard: [DeviceID: Advertisement] = [:]
+    /// When (the replica's clock) each sibling was last heard agreeing with this device.
+    var agreedAt: [DeviceID: Int64] = [:]
     var debounceArmed = false
     var round: Round?
     /// After a failed round: no new round until the back-off timer fires or one

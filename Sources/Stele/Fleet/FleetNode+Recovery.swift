@@ -19,6 +19,20 @@ struct RecoveryState {
     var rolledBack = false
 }
 
+/// What a device can say about collection (DESIGN §6 "Nothing is silent").
+public struct CollectionStatus: Sendable {
+    /// Current, behind, rolled back, recovering, or stuck and why.
+    public let state: RecoveryStatus
+    public let generation: UInt64
+    /// Tombstones retained, per namespace that keeps any.
+    public let tombstones: [String: Int]
+    /// When this device last collected (wall-clock ms) and how many, if ever.
+    public let lastCollection: (milliseconds: Int64, count: Int)?
+    /// The siblings that keep it from collecting, each with when it was last heard
+    /// agreeing with this device (`nil`: not since this node started).
+    public let blockedBy: [(device: DeviceID, lastAgreedMilliseconds: Int64?)]
+}
+
 /// How a device stands with respect to the fleet's generation (DESIGN §6 "Nothing is silent").
 public enum RecoveryStatus: Sendable, Equatable, CustomStringConvertible {
     /// No sibling is known to be ahead.
@@ -51,6 +65,16 @@ extension FleetNode {
     public var blockingCollection: [DeviceID] {
         guard (try? replica.mayHoldTombstones()) == true, let mine = try? advertisement() else { return [] }
         return peers.filter { barrier.heard[$0] != mine }
+    }
+
+    /// Everything a device can say about collection from its own view (DESIGN §6
+    /// "Nothing is silent").
+    public var collectionStatus: CollectionStatus {
+        CollectionStatus(
+            state: recoveryStatus, generation: replica.generation,
+            tombstones: (try? replica.tombstoneCounts()) ?? [:],
+            lastCollection: try? replica.lastCollection(),
+            blockedBy: blockingCollection.map { (device: $0, lastAgreedMilliseconds: barrier.agreedAt[$0]) })
     }
 
     /// Where this device stands with respect to the fleet's generation.

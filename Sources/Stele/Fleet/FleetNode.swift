@@ -158,6 +158,7 @@ public struct FleetNode {
 
     private mutating func receive(_ advertisement: Advertisement, from peer: DeviceID) -> [FleetOutput] {
         barrier.heard[peer] = advertisement
+        if (try? self.advertisement()) == advertisement { barrier.agreedAt[peer] = replica.clock.nowMilliseconds() }
         guard advertisement.generation == replica.generation else {
             var outputs: [FleetOutput] = []
             if advertisement.generation > replica.generation {

@@ -23,6 +23,14 @@ public struct StoreReport: Sendable, Codable, Equatable {
     /// The store's size on disk: the database file plus its write-ahead log.
     public let fileBytes: Int
     public let namespaces: [Namespace]
+    /// When this device last collected tombstones (wall-clock ms), if ever.
+    public let lastCollectionMilliseconds: Int64?
+    /// How many it dropped then.
+    public let lastCollectionCount: Int
+    /// The barrier round this device acked last (its nonce, in hex), if any.
+    public let ackedRound: String?
+    /// The generation that round moves to.
+    public let ackedGeneration: UInt64?
 }
 
 extension Replica {
@@ -36,9 +44,13 @@ extension Replica {
         let fileBytes = ["", "-wal"].reduce(0) { total, suffix in
             total + ((try? FileManager.default.attributesOfItem(atPath: path + suffix)[.size] as? NSNumber)?.intValue ?? 0)
         }
+        let collection = try lastCollection()
+        let ack = try lastAck()
         return StoreReport(
             path: path, account: account.hex, device: device.hex, generation: generation,
-            format: try Migrator.version(of: connection), fileBytes: fileBytes, namespaces: namespaces)
+            format: try Migrator.version(of: connection), fileBytes: fileBytes, namespaces: namespaces,
+            lastCollectionMilliseconds: collection?.milliseconds, lastCollectionCount: collection?.count ?? 0,
+            ackedRound: ack.map { Hex.encode($0.round.bytes) }, ackedGeneration: ack?.generation)
     }
 
     private func counts(_ declaration: NamespaceDeclaration) throws -> (Int, Int, Int) {
