@@ -7,10 +7,11 @@ public struct FleetConfiguration: Sendable {
     public var changeDebounceMilliseconds: Int64
     /// How long a reconcile session may wait for the peer's next message.
     public var sessionTimeoutMilliseconds: Int64
-    /// Whether this device takes part in barrier rounds: leads them and acks
-    /// them (001 §4). Off, it never acks, so the account collects nothing while
-    /// it is on the roster (001 §9: the safe direction to fail). Off by default
-    /// until the whole collection path (recovery from the anchor included) ships.
+    /// Whether this device takes part in barrier rounds and catches up with the
+    /// fleet's generation: it leads and acks rounds (001 §4) and reads the anchor.
+    /// Its runtime must then carry out ``FleetOutput/writeAnchor(_:)`` and
+    /// ``FleetOutput/readAnchor``. Off, it declines every round, so the account
+    /// collects nothing while it is on the roster (001 §9: the safe direction to fail).
     public var collects: Bool
     /// How long the fleet must stay in sync before the leader opens a round (001 §4).
     public var barrierDebounceMilliseconds: Int64
@@ -23,7 +24,7 @@ public struct FleetConfiguration: Sendable {
 
     public init(
         advertiseIntervalMilliseconds: Int64 = 30_000, changeDebounceMilliseconds: Int64 = 250, sessionTimeoutMilliseconds: Int64 = 20_000,
-        collects: Bool = false, barrierDebounceMilliseconds: Int64 = 5_000, barrierRoundMilliseconds: Int64 = 15_000,
+        collects: Bool = true, barrierDebounceMilliseconds: Int64 = 5_000, barrierRoundMilliseconds: Int64 = 15_000,
         barrierBackoffMilliseconds: Int64 = 600_000, barrierMaximumBackoffMilliseconds: Int64 = 3_600_000
     ) {
         self.advertiseIntervalMilliseconds = advertiseIntervalMilliseconds
