@@ -219,6 +219,36 @@ import TestSupport
         #expect(simulation.oracle.resurrections == 0)
     }
 
+    /// A delete the barrier collected lives on in the anchor: when the device that
+    /// made it is restored from before it, the oracle must not forget it, or it
+    /// would expect the deleted value back. The broken double (no anchor noted)
+    /// forgets it and counts the recovered device's absent row as a lost write.
+    @Test(arguments: [false, true])
+    func aDeleteTheAnchorHoldsIsNeverForgotten(anchored: Bool) throws {
+        let directory = try TemporaryDirectory()
+        let account = Fixtures.account()
+        let a = try Replica.create(at: directory.file("a.stele"), account: account, device: Fixtures.device(1))
+        try a.declare("notes", .causal)
+        let oracle = Oracle()
+        try oracle.perform(.put(namespace: "notes", key: "k", value: "old"), on: a, deviceName: "a", time: 0)
+        try a.backup(to: directory.file("backup.stele"))
+        try oracle.perform(.delete(namespace: "notes", key: "k"), on: a, deviceName: "a", time: 1)
+        // The fleet collected the delete: the anchor's snapshot no longer holds k.
+        let snapshot = Snapshot(
+            generation: 1, knowledge: try a.knowledge(),
+            namespaces: [ReconcileMessage(session: 0, namespace: "notes", kind: .causal, generation: 1)])
+        if anchored { oracle.anchorLanded(snapshot, takenAt: 2) }
+        // a is restored from before the delete: its store alone remembers k, live.
+        let restored = try Replica.open(at: directory.file("backup.stele"))
+        oracle.forgetOperationsUnknown(to: [restored], inFlight: [])
+        // Recovered from the anchor, a device no longer shows k.
+        let recovered = try Replica.create(at: directory.file("c.stele"), account: account, device: Fixtures.device(3))
+        try recovered.declare("notes", .causal)
+        oracle.check([("c", recovered)], namespaces: [("notes", .causal)])
+        #expect(oracle.lostWrites == (anchored ? 0 : 1), "\(oracle.findings)")
+        #expect(oracle.resurrections == 0)
+    }
+
     /// A write whose only store was restored away is forgotten, unless a frame
     /// sent before the restore still carries it to a sibling: then it is back in
     /// the world and must show everywhere. (Found by the sweep: seed 5134.)
