@@ -57,8 +57,10 @@ extension Replica {
             // No tombstone is held that a round vouched for, and no round is remembered.
             try connection.execute(
                 "UPDATE barrier SET acked_round = NULL, acked_digest = NULL, acked_generation = NULL, watermark = 0 WHERE id = 1")
-            try rebuildDigests()
         }
+        // The wiped tables never went through the digest: rebuild it from what was
+        // committed (a rolled-back import undid only the leaves it had added).
+        try rebuildDigests()
         generation = snapshot.generation
         return RecoveryOutcome(imported: outcome.imported, keptLocal: outcome.kept, dropped: outcome.dropped)
     }
