@@ -153,8 +153,9 @@ import TestSupport
     /// Two devices' counters, and a stamp of a third.
     static var knowledge: Knowledge {
         var knowledge = Knowledge()
-        knowledge.note(.causal(CausalRecord.tombstone(key: "k", vector: VersionVector([devices[0]: 9, devices[1]: 1_700_000_000_000]))))
-        knowledge.note(.lww(LWWRecord(key: "k", value: nil, stamp: stamp(1_700_000_000_500, 2))))
+        knowledge.note(member: devices[0], counter: 9, clock: HybridTimestamp(milliseconds: 1_700_000_000_001, logical: 0))
+        knowledge.note(member: devices[1], counter: 1_700_000_000_000, clock: HybridTimestamp(milliseconds: 1_700_000_000_000, logical: 3))
+        knowledge.note(HybridTimestamp(milliseconds: 1_700_000_000_500, logical: 0), by: devices[2])
         return knowledge
     }
 
@@ -163,7 +164,7 @@ import TestSupport
             let bytes = FrameCodec.encode(frame)
             #expect(try FrameCodec.decode(bytes) == frame)
             // Nonce, digest, a short varint and what a few devices had seen: small frames.
-            #expect(bytes.count <= 3 + 16 + 32 + 2 + 3 * (32 + 9) + 2)
+            #expect(bytes.count <= 3 + 16 + 32 + 2 + 5 * (32 + 10) + 2)
             for length in 0..<bytes.count {
                 #expect(throws: CodecError.self) { _ = try FrameCodec.decode(Array(bytes.prefix(length))) }
             }

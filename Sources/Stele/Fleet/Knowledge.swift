@@ -1,13 +1,18 @@
-/// What a fleet had seen when a barrier round agreed: from each device, the
-/// highest counter (causal dots and vectors) and the latest write stamp (every
-/// kind), tombstones included. The anchor's snapshot carries the union of every
-/// member's knowledge at its ack, and recovery keeps exactly the local records
-/// the knowledge does not cover: they are newer than the snapshot, whoever wrote
-/// them. A record it covers was seen by the fleet when it agreed, so the
-/// snapshot holds it, or holds what superseded it, or the fleet deleted it and
-/// collected the tombstone (DESIGN §6 "Recovery keeps post-restore edits",
-/// generalised: a device that wrote while cut off from the anchor, or took a
-/// sibling's writes then, must not lose them either).
+/// What a fleet had agreed on when a barrier round committed: for each member,
+/// its own counter and its hybrid clock when it acked. Every member acked with
+/// the same content, so every write a member had made by then was in that
+/// content: the snapshot holds it, or holds what superseded it, or the fleet
+/// deleted it and collected the tombstone. The anchor's snapshot carries the
+/// union of the members' reports (and of earlier rounds'), and recovery keeps
+/// exactly the local records it does not cover: written after their author's
+/// ack, or by a device that was no member (one that joined later, say), whoever
+/// holds them (DESIGN §6 "Recovery keeps post-restore edits", generalised: a
+/// device that wrote while cut off from the anchor, or took such a device's
+/// writes, must not lose them either).
+///
+/// Only each member's own counter and clock are evidence: seeing device X's
+/// write on one key says nothing about X's writes on other keys, which a
+/// reconcile may not have delivered yet (seed 90472).
 public struct Knowledge: Sendable, Equatable {
     public private(set) var counters = VersionVector()
     public private(set) var stamps: [DeviceID: HybridTimestamp] = [:]
@@ -19,19 +24,14 @@ public struct Knowledge: Sendable, Equatable {
         for (device, stamp) in other.stamps { note(stamp, by: device) }
     }
 
-    mutating func note(_ stamp: HybridTimestamp, by writer: DeviceID) {
-        if stamp > stamps[writer] ?? .zero { stamps[writer] = stamp }
+    /// A member's own report: its counter and clock when it acked.
+    mutating func note(member: DeviceID, counter: UInt64, clock: HybridTimestamp) {
+        if counter > 0 { counters = counters.merged(with: VersionVector([member: counter])) }
+        note(clock, by: member)
     }
 
-    mutating func note(_ record: WireRecord) {
-        switch record {
-        case .causal(let record):
-            counters = counters.merged(with: record.vector)
-            for version in record.versions { note(version.timestamp, by: version.dot.device) }
-        case .lww(let record): note(record.stamp.timestamp, by: record.stamp.writer)
-        case .event(let event): note(event.stamp.timestamp, by: event.stamp.writer)
-        case .appendOnly(let record): note(record.stamp.timestamp, by: record.stamp.writer)
-        }
+    mutating func note(_ stamp: HybridTimestamp, by writer: DeviceID) {
+        if stamp > stamps[writer] ?? .zero { stamps[writer] = stamp }
     }
 
     /// Whether the fleet had seen `record` (every write in it) when it agreed.
@@ -85,19 +85,11 @@ public struct Knowledge: Sendable, Equatable {
 }
 
 extension Replica {
-    /// Everything this store has seen: every record of every replicated namespace,
-    /// tombstones included, and what the rounds it took part in had seen.
+    /// What this device vouches for when it acks: its own counter and hybrid
+    /// clock now, with what the rounds it collected or recovered from had agreed.
     public func knowledge() throws -> Knowledge {
         var knowledge = try collectedKnowledge()
-        for declaration in namespaces where declaration.kind.isReplicated {
-            switch declaration.kind {
-            case .causal: for record in try causal(declaration.name).records() { knowledge.note(.causal(record)) }
-            case .lww: for record in try lww(declaration.name).records() { knowledge.note(.lww(record)) }
-            case .log: for event in try log(declaration.name).events() { knowledge.note(.event(event)) }
-            case .appendOnly: for record in try appendOnly(declaration.name).records() { knowledge.note(.appendOnly(record)) }
-            case .local: break
-            }
-        }
+        knowledge.note(member: device, counter: ownCounter, clock: hybridClock.last)
         return knowledge
     }
 
