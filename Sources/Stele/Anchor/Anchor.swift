@@ -50,11 +50,7 @@ public struct RoundNonce: Hashable, Sendable, CustomStringConvertible {
 
     /// A nonce drawn from `generator` (the simulator injects a seeded one).
     public static func generate<Generator: RandomNumberGenerator>(using generator: inout Generator) -> RoundNonce {
-        var bytes: [UInt8] = []
-        for _ in 0..<2 {
-            let word = generator.next()
-            for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: word >> UInt64(shift))) }
-        }
+        let bytes = generator.bytes(byteCount)
         return RoundNonce(unchecked: bytes)
     }
 

@@ -54,7 +54,7 @@ extension FleetNode {
     /// simulator's `sync` waits for this work when every device can reach every other.
     public var hasCollectionWork: Bool {
         guard configuration.collects else { return false }
-        let holds = (try? replica.mayHoldTombstones()) == true
+        let holds = replica.mayHoldTombstones
         guard leader == replica.device else { return holds }
         return !barrier.backingOff && (holds || barrier.requested || barrier.round != nil)
     }
@@ -69,12 +69,12 @@ extension FleetNode {
 
     private func mayOpenRound() -> Bool {
         guard configuration.collects, leader == replica.device, barrier.round == nil, !barrier.backingOff else { return false }
-        guard barrier.requested || (try? replica.mayHoldTombstones()) == true else { return false }
+        guard barrier.requested || replica.mayHoldTombstones else { return false }
         return everySiblingInSync()
     }
 
     private func mayRequestRound() -> Bool {
-        guard configuration.collects, leader != replica.device, (try? replica.mayHoldTombstones()) == true else { return false }
+        guard configuration.collects, leader != replica.device, replica.mayHoldTombstones else { return false }
         return everySiblingInSync()
     }
 

@@ -63,7 +63,7 @@ extension FleetNode {
     /// hold tombstones, and their last advertisement (if any) differs from its own
     /// (DESIGN §6 "Nothing is silent"). Empty when there is nothing to collect.
     public var blockingCollection: [DeviceID] {
-        guard (try? replica.mayHoldTombstones()) == true, let mine = try? advertisement() else { return [] }
+        guard replica.mayHoldTombstones, let mine = try? advertisement() else { return [] }
         return peers.filter { barrier.heard[$0] != mine }
     }
 

@@ -22,11 +22,7 @@ public struct AccountID: Hashable, Sendable, CustomStringConvertible {
 
     /// A fresh random account id.
     public static func generate<Generator: RandomNumberGenerator>(using generator: inout Generator) -> AccountID {
-        var bytes: [UInt8] = []
-        for _ in 0..<2 {
-            let word = generator.next()
-            for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: word >> UInt64(shift))) }
-        }
+        let bytes = generator.bytes(byteCount)
         // Exactly 16 bytes by construction.
         return AccountID(uncheckedBytes: bytes)
     }

@@ -92,6 +92,7 @@ extension Replica {
         }
         self.generation = generation
         guard unmoved else { return .adoptedKeepingTombstones }
+        collectedThrough = max(collectedThrough, ack.watermark)
         if dropped > 0 {
             // DESIGN §6: storage really returns. Freed pages go back at once; when
             // the collection removed more than is left, the file is rebuilt so the
@@ -106,13 +107,10 @@ extension Replica {
     }
 
     /// Whether a tombstone may have been written since the last collection: what
-    /// makes a barrier round worth opening. Cheap (no table is scanned); it can
+    /// makes a barrier round worth opening. Two integers compared, no query; it can
     /// only err towards a round that finds nothing to drop (a tombstone since
     /// revived by an edit).
-    public func mayHoldTombstones() throws -> Bool {
-        let collected = try connection.scalarInt("SELECT collected_through FROM barrier WHERE id = 1") ?? 0
-        return tombstoneSequence > UInt64(collected)
-    }
+    public var mayHoldTombstones: Bool { tombstoneSequence > collectedThrough }
 
     /// Copies the write-ahead log into the file and truncates it: the file on
     /// disk is then all there is (a commit that collected does this itself).

@@ -57,6 +57,9 @@ public final class Replica {
     private(set) var ownCounter: UInt64
     /// The last tombstone sequence number used (``nextTombstoneSequence()``).
     private(set) var tombstoneSequence: UInt64
+    /// Every tombstone at or below this sequence number has been collected
+    /// (`barrier.collected_through`, kept in memory: rounds consult it on every change).
+    var collectedThrough: UInt64 = 0
     private(set) var hybridClock: HybridClock
     private var countersDirty = false
     var devices: DeviceTable
@@ -97,6 +100,7 @@ public final class Replica {
         self.random = options.random
         self.devices = try DeviceTable.load(connection)
         self.declared = try Self.loadNamespaces(connection)
+        self.collectedThrough = UInt64(try connection.scalarInt("SELECT collected_through FROM barrier WHERE id = 1") ?? 0)
         guard devices.index(of: device) == DeviceTable.ownIndex else {
             throw ReplicaError(.corrupt, "the store's device table does not list its own device first; the file is damaged")
         }
