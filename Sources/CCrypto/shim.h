@@ -2,6 +2,7 @@
 #define STELE_CCRYPTO_SHIM_H
 
 #include <openssl/evp.h>
+#include <openssl/kdf.h>
 #include <openssl/rand.h>
 #include <openssl/err.h>
 #include <openssl/crypto.h>

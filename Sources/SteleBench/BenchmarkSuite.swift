@@ -26,13 +26,14 @@ public struct BenchmarkSuite {
         Group(
             figures: [
                 "sync.delete_batch", "sync.delete_batch.wire_bytes_per_deleted_key", "sync.delete_batch.wire_bytes_per_deleted_key.uncompressed",
-                "sync.delete_batch.apply_floor",
+                "sync.delete_batch.apply_floor", "crypto.sync_overhead", "crypto.sync_overhead.wire_bytes",
             ],
             run: SyncBenchmarks.deleteBatch),
         Group(figures: ["gc.storage_returned", "gc.storage_returned.bytes_per_deleted_key"], run: CollectionBenchmarks.storage),
         Group(
             figures: ["gc.round.3_devices", "gc.round.3_devices.frames", "gc.round.10_devices", "gc.round.10_devices.frames"],
             run: CollectionBenchmarks.rounds),
+        Group(figures: ["crypto.seal_open.1k", "crypto.seal_open.64k", "crypto.overhead_bytes"], run: CryptoBenchmarks.run),
         Group(figures: ["sim.throughput"], run: SimulatorBenchmark.run),
     ]
 

@@ -18,16 +18,32 @@ enum SyncBenchmarks {
     }
 
     /// Replica `a` advertises to `b`; frames go back and forth until neither has
-    /// anything to send (timers are not fired: an exchange needs none).
-    static func exchange(from a: Replica, to b: Replica, seed: UInt64) throws -> Exchange {
+    /// anything to send (timers are not fired: an exchange needs none). With
+    /// `identities`, the nodes are the sealed ones apps build (``SiblingChannel``);
+    /// without, the unsealed baseline. Collection is off in both, so the only
+    /// replies are reconcile frames.
+    static func exchange(from a: Replica, to b: Replica, seed: UInt64, identities: (DeviceIdentity, DeviceIdentity)? = nil) throws -> Exchange {
         let roster: Set<DeviceID> = [a.device, b.device]
-        var nodes = [
-            a.device: FleetNode(replica: a, roster: roster, random: SplitMixBench(seed: seed)),
-            b.device: FleetNode(replica: b, roster: roster, random: SplitMixBench(seed: seed &+ 1)),
-        ]
+        let configuration = FleetConfiguration(collects: false)
+        var nodes: [DeviceID: FleetNode]
+        var first: [UInt8]
+        if let identities {
+            nodes = [
+                a.device: try FleetNode(replica: a, identity: identities.0, roster: roster, accountKeys: [], configuration: configuration, random: SplitMixBench(seed: seed)),
+                b.device: try FleetNode(replica: b, identity: identities.1, roster: roster, accountKeys: [], configuration: configuration, random: SplitMixBench(seed: seed &+ 1)),
+            ]
+            var channel = SiblingChannel(identity: identities.0, account: a.account, members: roster)
+            first = try channel.seal(FrameCodec.encode(.advertisement(try nodes[a.device]!.advertisement())), to: b.device)
+        } else {
+            nodes = [
+                a.device: FleetNode(unsealed: a, roster: roster, configuration: configuration, random: SplitMixBench(seed: seed)),
+                b.device: FleetNode(unsealed: b, roster: roster, configuration: configuration, random: SplitMixBench(seed: seed &+ 1)),
+            ]
+            first = FrameCodec.encode(.advertisement(try nodes[a.device]!.advertisement()))
+        }
         var exchange = Exchange()
         let watch = Stopwatch()
-        var inFlight: [(from: DeviceID, to: DeviceID, bytes: [UInt8])] = [(a.device, b.device, FrameCodec.encode(.advertisement(try nodes[a.device]!.advertisement())))]
+        var inFlight: [(from: DeviceID, to: DeviceID, bytes: [UInt8])] = [(a.device, b.device, first)]
         var sent: [[UInt8]] = []
         while !inFlight.isEmpty {
             let (from, to, bytes) = inFlight.removeFirst()
@@ -35,27 +51,34 @@ enum SyncBenchmarks {
             exchange.frames += 1
             exchange.bytes += bytes.count
             guard var node = nodes[to] else { continue }
-            for output in node.handle(.frame(from: from, bytes: bytes)) {
-                if case .send(let target, let reply) = output, target == from, isReconcile(reply) {
+            for output in node.handle(identities == nil ? .frame(from: from, bytes: bytes) : .sealed(bytes)) {
+                if case .send(let target, let reply) = output, target == from {
                     inFlight.append((to, from, reply))
                 }
             }
             nodes[to] = node
         }
         exchange.seconds = watch.elapsedSeconds
-        exchange.uncompressedBytes = sent.reduce(0) { total, bytes in
-            total + ((try? FrameCodec.decode(bytes)).map { FrameCodec.encode($0, compress: false).count } ?? bytes.count)
+        if identities == nil {
+            exchange.uncompressedBytes = sent.reduce(0) { total, bytes in
+                total + ((try? FrameCodec.decode(bytes)).map { FrameCodec.encode($0, compress: false).count } ?? bytes.count)
+            }
         }
         return exchange
     }
 
-    private static func isReconcile(_ bytes: [UInt8]) -> Bool { bytes.count > 1 && bytes[1] == 2 }
-
     /// Two replicas holding the same `count` rows of 100-byte values.
     static func twins(_ directory: String, _ name: String, count: Int) throws -> (Replica, Replica, [String]) {
+        let (a, b, keys, _) = try twinsWithIdentities(directory, name, count: count)
+        return (a, b, keys)
+    }
+
+    /// ``twins(_:_:count:)`` with the devices' identities, for sealed exchanges.
+    static func twinsWithIdentities(_ directory: String, _ name: String, count: Int) throws -> (Replica, Replica, [String], (DeviceIdentity, DeviceIdentity)) {
         let account = AccountID.generate()
-        let a = try Replica.create(at: "\(directory)/\(name)-a.stele", account: account, device: try DeviceIdentity.generate().deviceID)
-        let b = try Replica.create(at: "\(directory)/\(name)-b.stele", account: account, device: try DeviceIdentity.generate().deviceID)
+        let identities = (try DeviceIdentity.generate(), try DeviceIdentity.generate())
+        let a = try Replica.create(at: "\(directory)/\(name)-a.stele", account: account, device: identities.0.deviceID)
+        let b = try Replica.create(at: "\(directory)/\(name)-b.stele", account: account, device: identities.1.deviceID)
         let keys = LocalWriteBenchmarks.keys(count)
         let notes = try a.causal("notes")
         for start in stride(from: 0, to: count, by: 1_000) {
@@ -66,7 +89,7 @@ enum SyncBenchmarks {
         for start in stride(from: 0, to: records.count, by: 1_000) {
             try b.write { for record in records[start..<min(start + 1_000, records.count)] { try copy.apply(record) } }
         }
-        return (a, b, keys)
+        return (a, b, keys, identities)
     }
 
     static func smallDiff(scale: BenchmarkSuite.Scale, directory: String) throws -> [BenchmarkFigure] {
@@ -108,12 +131,13 @@ enum SyncBenchmarks {
 
     static func deleteBatch(scale: BenchmarkSuite.Scale, directory: String) throws -> [BenchmarkFigure] {
         let count = 100_000 / scale.divisor
-        var best = (exchange: Double.infinity, raw: Double.infinity, floor: Double.infinity)
+        var best = (exchange: Double.infinity, raw: Double.infinity, floor: Double.infinity, sealed: Double.infinity)
         var bytes = 0
         var uncompressed = 0
         var deleted = 0
+        var sealedBytes = 0
         for round in 0..<deleteBatchRounds {
-            let (a, b, keys) = try twins(directory, "delete-batch-\(round)", count: count)
+            let (a, b, keys, identities) = try twinsWithIdentities(directory, "delete-batch-\(round)", count: count)
             let doomed = LocalWriteBenchmarks.deleted(keys)
             deleted = doomed.count
             let notesA = try a.causal("notes")
@@ -131,10 +155,24 @@ enum SyncBenchmarks {
             // that applying a tombstone over a live row needs (``DeleteFloor``).
             let floorPath = "\(directory)/delete-batch-floor-\(round).stele"
             try b.backup(to: floorPath)
+            // The same two stores again, for the same exchange with sealing (crypto.sync_overhead);
+            // the rounds alternate which goes first.
+            let sealedPaths = ("\(directory)/delete-batch-sealed-\(round)-a.stele", "\(directory)/delete-batch-sealed-\(round)-b.stele")
+            try a.backup(to: sealedPaths.0)
+            try b.backup(to: sealedPaths.1)
+            let sealedA = try Replica.open(at: sealedPaths.0, account: a.account, device: a.device)
+            let sealedB = try Replica.open(at: sealedPaths.1, account: b.account, device: b.device)
+            var sealed = Exchange()
+            if round % 2 == 1 { sealed = try exchange(from: sealedA, to: sealedB, seed: 12, identities: identities) }
             let exchange = try exchange(from: a, to: b, seed: 12)
-            guard try a.digest(of: "notes") == b.digest(of: "notes") else {
-                throw BenchmarkError("the delete-batch reconcile did not converge")
+            if round % 2 == 0 { sealed = try Self.exchange(from: sealedA, to: sealedB, seed: 12, identities: identities) }
+            guard try a.digest(of: "notes") == b.digest(of: "notes"), try sealedA.digest(of: "notes") == a.digest(of: "notes"),
+                try sealedB.digest(of: "notes") == b.digest(of: "notes"), sealed.frames == exchange.frames
+            else {
+                throw BenchmarkError("the delete-batch reconcile did not converge, or the sealed exchange took other frames")
             }
+            best.sealed = min(best.sealed, sealed.seconds)
+            sealedBytes = sealed.bytes
             bytes = exchange.bytes
             uncompressed = exchange.uncompressedBytes
             best.exchange = min(best.exchange, exchange.seconds)
@@ -151,6 +189,9 @@ enum SyncBenchmarks {
                 name: "sync.delete_batch.wire_bytes_per_deleted_key.uncompressed", value: Double(uncompressed) / Double(deleted), unit: "bytes"),
             // What applying the tombstones alone must cost in SQLite: the bound under the ratio above.
             BenchmarkFigure(name: "sync.delete_batch.apply_floor", value: best.floor, unit: "seconds", baseline: best.raw),
+            // Issue 6: sealing must not be the bottleneck.
+            BenchmarkFigure(name: "crypto.sync_overhead", value: best.sealed, unit: "seconds", baseline: best.exchange, target: .ratioAtMost(1.2)),
+            BenchmarkFigure(name: "crypto.sync_overhead.wire_bytes", value: Double(sealedBytes), unit: "bytes", baseline: Double(bytes)),
         ]
     }
 

@@ -29,6 +29,13 @@ public final class SimulatedDevice {
     var firedBeforeReopen = 0
     /// Every conflict the device's replica reported, as (namespace, key).
     public internal(set) var conflicts: [(namespace: String, key: String)] = []
+    /// Its key store (identity and account keys): outside the replica file, so a
+    /// restore of the file leaves it as it is, as a keychain would.
+    public let keys = MemoryKeyStore()
+    /// The simulator's own channel for this device, which knows every device ever
+    /// added: it lets the oracle read what frames carry and lets a `tamper` hook
+    /// rewrite them. The device's node has its own, gated by the roster.
+    var tap: SiblingChannel
 
     init(name: String, identity: DeviceIdentity, replica: Replica, path: String, clock: ManualWallClock, node: FleetNode) {
         self.name = name
@@ -37,5 +44,6 @@ public final class SimulatedDevice {
         self.path = path
         self.clock = clock
         self.node = node
+        tap = SiblingChannel(identity: identity, account: replica.account)
     }
 }

@@ -40,8 +40,11 @@ public final class Simulation {
     public private(set) var configuration: FleetConfiguration
     /// The anchor substrate (001 §7): a store a device restore does not touch.
     public let anchors = MemoryAnchorStore()
-    /// The account key anchors are sealed with (derived from the seed).
+    /// The account's first key (derived from the seed); a revoke rotates to a new one.
     public let accountKey: AccountKey
+    /// The account's roster and wrapped keys (``Directory``), in process: joins
+    /// and revokes go through it, and every device's node is told what it holds.
+    public let directory = MemoryDirectory()
     /// The anchor substrate's state: reachable or not, and what its next write does.
     public struct AnchorSubstrate: Sendable, Equatable {
         public var isDown = false
@@ -62,7 +65,7 @@ public final class Simulation {
     /// A timeline of what happened, for reports.
     public private(set) var timeline: [TimelineEntry] = []
 
-    private let directory: String
+    private let folder: String
     private var random: SplitMix
     private var queue = EventQueue<Event>()
     private var armed: [DeviceID: [FleetTimer: (sequence: UInt64, deadline: Int64)]] = [:]
@@ -81,7 +84,7 @@ public final class Simulation {
     public private(set) var failedOperations = 0
 
     private enum Event {
-        case deliver(from: DeviceID, to: DeviceID, bytes: [UInt8])
+        case deliver(from: DeviceID, to: DeviceID, sealed: [UInt8], plain: [UInt8])
         case timer(device: DeviceID, timer: FleetTimer)
         case anchorWrite(device: DeviceID, anchor: Anchor, takenAt: Int64)
         case anchorRead(device: DeviceID)
@@ -96,13 +99,13 @@ public final class Simulation {
         random = SplitMix(seed: seed)
         var accountRandom = SplitMix(seed: seed ^ 0xACC0_0000)
         account = AccountID.generate(using: &accountRandom)
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("stele-sim-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: directory + "/backups", withIntermediateDirectories: true)
+        folder = FileManager.default.temporaryDirectory.appendingPathComponent("stele-sim-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: folder + "/backups", withIntermediateDirectories: true)
     }
 
     deinit {
         everyDevice.removeAll()
-        try? FileManager.default.removeItem(atPath: directory)
+        try? FileManager.default.removeItem(atPath: folder)
     }
 
     /// Allows or forbids barrier rounds on every device (`gc on` / `gc off`).
@@ -127,16 +130,34 @@ public final class Simulation {
         precondition(device(name) == nil, "device \(name) exists")
         var keyRandom = SplitMix(seed: seed ^ UInt64(truncatingIfNeeded: name.hashValueStable))
         let identity = try DeviceIdentity(privateKey: (0..<4).flatMap { _ in withUnsafeBytes(of: keyRandom.next()) { Array($0) } })
-        let path = "\(directory)/\(name).stele"
+        let path = "\(folder)/\(name).stele"
         let clock = ManualWallClock(milliseconds: Self.epoch)
         let replica = try Replica.create(
             at: path, account: account, device: identity.deviceID, options: Replica.Options(clock: clock, random: SplitMix(seed: seed ^ identity.deviceID.stableSeed)))
         for namespace in namespaces { try replica.declare(namespace.name, namespace.kind) }
-        let node = FleetNode(replica: replica, roster: [], configuration: configuration, random: SplitMix(seed: seed &+ identity.deviceID.stableSeed))
+        let node = try FleetNode(
+            replica: replica, identity: identity, roster: [], accountKeys: [], configuration: configuration, random: SplitMix(seed: seed &+ identity.deviceID.stableSeed))
         let device = SimulatedDevice(name: name, identity: identity, replica: replica, path: path, clock: clock, node: node)
         watch(device)
+        // The approval is what puts the device on the roster (issue 6): the first
+        // device founds the account; any later one is approved by the longest-standing
+        // member, which wraps the current account key for it.
+        if let approver = devices.first {
+            let current = try directory.roster(of: account)
+            try directory.append(
+                try RosterChange.approval(of: identity.deviceID, signingKey: try identity.signingKey(), by: approver.identity, account: account, index: current.version),
+                to: account)
+            let ring = try approver.keys.load()
+            if let ring, let epoch = ring.newestEpoch, let key = ring.accountKeys[epoch] {
+                try directory.publish(try WrappedAccountKey.wrap(key, epoch: epoch, for: identity.deviceID, by: approver.identity, account: account))
+            }
+        } else {
+            try directory.found(try Roster.founding(account: account, by: identity))
+            try device.keys.save(KeyRing(identity: identity, accountKeys: [1: accountKey]))
+        }
         everyDevice.append(device)
-        updateRosters()
+        for other in everyDevice { other.tap.update(members: Set(everyDevice.map(\.id)), revoked: []) }
+        try updateRosters()
         record(.joined, device: device)
         deliver(.start, to: device)
         return device
@@ -145,22 +166,57 @@ public final class Simulation {
     /// Takes a device off the roster. Nobody tells the device: it keeps running
     /// and sending on its old roster, and every device on the new roster refuses
     /// its frames from now on (the frames already in flight included).
-    public func revoke(_ name: String) {
-        guard let device = device(name), !device.isRevoked else { return }
+    /// The longest-standing other member signs the revocation and rotates the
+    /// account key: the new one is wrapped for every remaining member, never for
+    /// the revoked device, so anchors sealed from now on are closed to it.
+    public func revoke(_ name: String) throws {
+        guard let device = device(name), !device.isRevoked, let revoker = devices.first(where: { $0 !== device }) else { return }
+        let current = try directory.roster(of: account)
+        try directory.append(try RosterChange.revocation(of: device.id, by: revoker.identity, account: account, index: current.version), to: account)
         device.isRevoked = true
+        let epoch = (try revoker.keys.load()?.newestEpoch ?? 0) + 1
+        var keyRandom = SplitMix(seed: seed ^ 0x0E0C_0000 ^ UInt64(epoch))
+        let key = try AccountKey(bytes: (0..<4).flatMap { _ in withUnsafeBytes(of: keyRandom.next()) { Array($0) } })
+        var ring = try revoker.keys.load() ?? KeyRing(identity: revoker.identity)
+        ring.insert(key, epoch: epoch)
+        try revoker.keys.save(ring)
+        for member in devices where member !== revoker {
+            try directory.publish(try WrappedAccountKey.wrap(key, epoch: epoch, for: member.id, by: revoker.identity, account: account))
+        }
         forgetOperationsLost()
-        updateRosters()
+        try updateRosters()
         record(.revoked, device: device)
     }
 
-    private func updateRosters() {
-        let roster = self.roster
-        for device in devices { carryOut(device.node.updateRoster(roster), for: device) }
+    /// Every device on the roster reads the directory: the verified roster goes to
+    /// its node, and any account key wrapped for it that it lacks goes into its key
+    /// store and its node. A revoked device hears nothing more.
+    private func updateRosters() throws {
+        let roster = try directory.roster(of: account)
+        for device in devices {
+            var ring = try device.keys.load() ?? KeyRing(identity: device.identity)
+            var received = false
+            for wrapped in try directory.wrappedKeys(for: device.id, of: account) where ring.accountKeys[wrapped.epoch] == nil {
+                ring.insert(try wrapped.open(with: device.identity, roster: roster), epoch: wrapped.epoch)
+                received = true
+            }
+            if received { try device.keys.save(ring) }
+            device.node.updateAccountKeys(ring.orderedAccountKeys)
+            carryOut(device.node.updateRoster(roster.members, revoked: roster.revoked), for: device)
+        }
+    }
+
+    /// The account keys a device holds, oldest first.
+    func accountKeys(of device: SimulatedDevice) -> [AccountKey] {
+        (try? device.keys.load())?.orderedAccountKeys ?? []
     }
 
     /// The roster as a device knows it: a revoked one still has the roster it was revoked from.
-    private func roster(of device: SimulatedDevice) -> Set<DeviceID> {
-        device.isRevoked ? device.node.roster : roster
+    private func roster(of device: SimulatedDevice) -> (members: Set<DeviceID>, revoked: Set<DeviceID>) {
+        guard !device.isRevoked, let roster = try? directory.roster(of: account) else {
+            return (device.node.roster, device.node.channel?.revoked ?? [])
+        }
+        return (roster.members, roster.revoked)
     }
 
     /// Declares a namespace on every device (and on devices that join later).
@@ -257,7 +313,7 @@ public final class Simulation {
         // A revoked device keeps talking to a fleet that refuses it: its frames
         // and timers are no part of the roster settling.
         let rosterIDs = roster
-        if queue.payloads.contains(where: { if case .deliver(let from, _, _) = $0 { return rosterIDs.contains(from) } else { return false } }) {
+        if queue.payloads.contains(where: { if case .deliver(let from, _, _, _) = $0 { return rosterIDs.contains(from) } else { return false } }) {
             return "frames in flight"
         }
         if queue.payloads.contains(where: { if case .anchorWrite = $0 { return true } else { return false } }) { return "an anchor write in flight" }
@@ -299,13 +355,13 @@ public final class Simulation {
         now = max(now, deadline)
         syncClocks()
         switch event {
-        case let .deliver(from, to, bytes):
-            guard let target = device(id: to), canReach(from, to), let bytes = tamper.map({ $0(from, to, bytes) }) ?? bytes else {
+        case let .deliver(from, to, sealed, plain):
+            guard let target = device(id: to), canReach(from, to), let bytes = tampered(sealed, plain, from: from, to: to) else {
                 oracle.frameLost(sequence)
                 return
             }
-            hasher.add("deliver", now, from, to, bytes.count)
-            deliver(.frame(from: from, bytes: bytes), to: target)
+            hasher.add("deliver", now, from, to, plain.count)
+            deliver(.sealed(bytes), to: target)
             if oracle.isCarrier(sequence) {
                 if roster.contains(from) && roster.contains(to) { oracle.frameLanded(sequence, in: target.replica) } else { oracle.frameLost(sequence) }
             }
@@ -318,7 +374,8 @@ public final class Simulation {
             guard let target = device(id: owner) else { return }
             var landed = !anchorSubstrate.isDown && target.isOnline && !anchorSubstrate.failNextWrite
             anchorSubstrate.failNextWrite = false
-            if landed { landed = (try? anchors.write(anchor, key: accountKey)) != nil }
+            // Sealed with the newest account key the writer holds.
+            if landed, let key = accountKeys(of: target).last { landed = (try? anchors.write(anchor, key: key)) != nil } else { landed = false }
             hasher.add(landed ? "anchor-landed" : "anchor-failed", now, owner, owner, Int(anchor.header.generation))
             if landed {
                 record(.anchorWritten(anchor.header.generation), device: target)
@@ -331,11 +388,7 @@ public final class Simulation {
             if anchorSubstrate.isDown || !target.isOnline {
                 reading = .unavailable("the anchor substrate is unreachable")
             } else {
-                do {
-                    reading = try anchors.read(account, key: accountKey).map { .found($0) } ?? AnchorReading.none
-                } catch {
-                    reading = .unavailable("\(error)")
-                }
+                reading = readAnchor(with: accountKeys(of: target))
             }
             hasher.add("anchor-read", now, owner, owner, 0)
             deliver(.anchorRead(reading), to: target)
@@ -385,11 +438,35 @@ public final class Simulation {
             count("loss")
             return
         }
-        queue.push(.deliver(from: from, to: to, bytes: bytes), at: now + random.value(in: network.delayMilliseconds))
+        // The oracle sees what a frame carries (it knows every device's keys); the
+        // device sees only the sealed bytes.
+        let plain = (try? device(id: to)?.tap.open(bytes).frame) ?? []
+        queue.push(.deliver(from: from, to: to, sealed: bytes, plain: plain), at: now + random.value(in: network.delayMilliseconds))
         if random.chance(network.duplicatePercent) {
             count("dup")
-            queue.push(.deliver(from: from, to: to, bytes: bytes), at: now + random.value(in: network.delayMilliseconds))
+            queue.push(.deliver(from: from, to: to, sealed: bytes, plain: plain), at: now + random.value(in: network.delayMilliseconds))
         }
+    }
+
+    /// The bytes delivered: as sealed, or, with a ``tamper`` hook, its rewrite of
+    /// the plaintext sealed again as the sender would (a broken peer, not a broken wire).
+    private func tampered(_ sealed: [UInt8], _ plain: [UInt8], from: DeviceID, to: DeviceID) -> [UInt8]? {
+        guard let tamper else { return sealed }
+        guard let rewritten = tamper(from, to, plain) else { return nil }
+        return try? device(id: from)?.tap.seal(rewritten, to: to)
+    }
+
+    /// Reads the anchor and opens it with the newest of `keys` that authenticates it.
+    private func readAnchor(with keys: [AccountKey]) -> AnchorReading {
+        var failure = "this device holds no account key"
+        for key in keys.reversed() {
+            do {
+                return try anchors.read(account, key: key).map { .found($0) } ?? AnchorReading.none
+            } catch {
+                failure = "\(error)"
+            }
+        }
+        return (try? anchors.header(of: account)) == nil ? AnchorReading.none : .unavailable(failure)
     }
 
     // MARK: - Faults
@@ -410,7 +487,7 @@ public final class Simulation {
     /// Copies `name`'s store as an OS backup would.
     public func backup(_ name: String, as label: String) throws {
         guard let device = device(name) else { return }
-        let path = "\(directory)/backups/\(label).stele"
+        let path = "\(folder)/backups/\(label).stele"
         try? FileManager.default.removeItem(atPath: path)
         try device.replica.backup(to: path)
         backups[label] = (name, path, now)
@@ -450,7 +527,7 @@ public final class Simulation {
 
     private func dropInFlight(to device: SimulatedDevice) {
         let removed = queue.removeAll { event in
-            if case .deliver(_, let to, _) = event { return to == device.id }
+            if case .deliver(_, let to, _, _) = event { return to == device.id }
             if case .timer(let owner, _) = event { return owner == device.id }
             return false
         }
@@ -464,8 +541,8 @@ public final class Simulation {
     private func forgetOperationsLost() {
         let roster = self.roster
         let inFlight: [(id: UInt64, bytes: [UInt8])] = queue.entries.compactMap { entry in
-            guard case let .deliver(from, to, bytes) = entry.payload, roster.contains(from), roster.contains(to) else { return nil }
-            return (entry.sequence, bytes)
+            guard case let .deliver(from, to, _, plain) = entry.payload, roster.contains(from), roster.contains(to) else { return nil }
+            return (entry.sequence, plain)
         }
         oracle.forgetOperationsUnknown(to: devices.map(\.replica), inFlight: inFlight)
     }
@@ -478,13 +555,14 @@ public final class Simulation {
         device.firedBeforeReopen += device.replica.storageFaultsFired
         // Release every reference to the store before touching its file.
         let placeholder = try Replica.create(at: ":memory:", account: account, device: device.id)
-        device.node = FleetNode(replica: placeholder, roster: [], configuration: configuration, random: SplitMix(seed: 0))
+        device.node = FleetNode(unsealed: placeholder, roster: [], configuration: configuration, random: SplitMix(seed: 0))
         device.replica = placeholder
         try change()
         device.replica = try Replica.open(at: device.path, account: account, device: device.id, options: options)
         for namespace in namespaces { try device.replica.declare(namespace.name, namespace.kind) }
-        device.node = FleetNode(
-            replica: device.replica, roster: knownRoster, configuration: configuration, random: SplitMix(seed: seed &+ device.id.stableSeed &+ UInt64(now)))
+        device.node = try FleetNode(
+            replica: device.replica, identity: device.identity, roster: knownRoster.members, revoked: knownRoster.revoked, accountKeys: accountKeys(of: device),
+            configuration: configuration, random: SplitMix(seed: seed &+ device.id.stableSeed &+ UInt64(now)))
         watch(device)
         deliver(.start, to: device)
     }

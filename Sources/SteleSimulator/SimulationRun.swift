@@ -140,7 +140,7 @@ public struct SimulationRun {
                 transcript.append("join \(name)")
             case .revoke:
                 guard simulation.devices.count > 2, let target = active.last else { continue }
-                simulation.revoke(target)
+                try simulation.revoke(target)
                 backups[target] = nil
                 simulation.count("revoke")
                 transcript.append("revoke \(target)")

@@ -34,10 +34,12 @@ import TestSupport
             directory = try TemporaryDirectory("barrier")
             anchors = DirectoryAnchorStore(directory: directory.path)
             let fleet = self.fleet
+            let key = self.key
             nodes = try fleet.replicas.enumerated().map { index, replica in
                 try RandomWorkload.declare(on: replica)
                 let configuration = FleetConfiguration(collects: collects?[index] ?? true)
-                return FleetNode(replica: replica, roster: Set(fleet.devices), configuration: configuration, random: SeededGenerator(seed: seed + UInt64(index)))
+                return FleetNode(
+                    unsealed: replica, roster: Set(fleet.devices), accountKeys: [key], configuration: configuration, random: SeededGenerator(seed: seed + UInt64(index)))
             }
         }
 

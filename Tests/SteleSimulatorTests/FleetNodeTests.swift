@@ -16,7 +16,7 @@ import TestSupport
         let fleet = try TestFleet(count: 2, seed: 5)
         for replica in fleet.replicas { try RandomWorkload.declare(on: replica) }
         try fleet[0].causal("notes").put("k", [1])
-        let node = FleetNode(replica: fleet[0], roster: Set(fleet.devices), random: SeededGenerator(seed: 1))
+        let node = FleetNode(unsealed: fleet[0], roster: Set(fleet.devices), random: SeededGenerator(seed: 1))
         return Pair(fleet: fleet, node: node)
     }
 
@@ -55,7 +55,7 @@ import TestSupport
 
     @Test func anAdvertisementWithEqualRootsStartsNothing() throws {
         var pair = try Self.pair()
-        var peerNode = FleetNode(replica: pair.b, roster: Set(pair.fleet.devices), random: SeededGenerator(seed: 2))
+        var peerNode = FleetNode(unsealed: pair.b, roster: Set(pair.fleet.devices), random: SeededGenerator(seed: 2))
         try pair.b.causal("notes").apply(try #require(try pair.a.causal("notes").record("k")))
         let advert = FrameCodec.encode(.advertisement(try peerNode.advertisement()))
         let outputs = pair.node.handle(.frame(from: pair.b.device, bytes: advert))

@@ -123,7 +123,7 @@ import TestSupport
         try simulation.declare("notes", .causal)
         for name in ["a", "b", "c"] { try simulation.addDevice(name) }
         #expect(simulation.sync() == nil)
-        simulation.revoke("c")
+        try simulation.revoke("c")
         #expect(simulation.devices.map(\.name) == ["a", "b"])
         simulation.perform("c", .put(namespace: "notes", key: "planted", value: "x"))
         simulation.advance(byMilliseconds: 300_000)

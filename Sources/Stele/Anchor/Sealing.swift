@@ -5,9 +5,9 @@ import CCrypto
 /// is authenticated but not encrypted (the anchor's cleartext header).
 ///
 /// Sealed form: nonce (12 bytes) ‖ ciphertext ‖ tag (16 bytes).
-enum Sealing {
-    static let nonceCount = 12
-    static let tagCount = 16
+package enum Sealing {
+    package static let nonceCount = 12
+    package static let tagCount = 16
     static var overhead: Int { nonceCount + tagCount }
 
     nonisolated(unsafe) private static let cipher: OpaquePointer? = EVP_CIPHER_fetch(nil, "AES-256-GCM", nil)
@@ -21,11 +21,18 @@ enum Sealing {
 
     /// With a given nonce: only for tests, which need fixed output.
     static func seal(_ plaintext: [UInt8], key: AccountKey, associated: [UInt8], nonce: [UInt8]) -> [UInt8] {
-        precondition(nonce.count == nonceCount)
+        nonce + seal(plaintext, keyBytes: key.bytes, associated: associated, nonce: nonce)
+    }
+
+    /// Ciphertext ‖ tag under a raw 32-byte key and a 12-byte nonce, without the
+    /// nonce in front (the sibling channel derives a fresh key per frame and uses
+    /// the zero nonce).
+    package static func seal(_ plaintext: [UInt8], keyBytes: [UInt8], associated: [UInt8], nonce: [UInt8]) -> [UInt8] {
+        precondition(nonce.count == nonceCount && keyBytes.count == 32)
         let context = newContext()
         defer { EVP_CIPHER_CTX_free(context) }
         var output = [UInt8](repeating: 0, count: plaintext.count + tagCount)
-        var ok = key.bytes.withUnsafeBufferPointer { key in
+        var ok = keyBytes.withUnsafeBufferPointer { key in
             nonce.withUnsafeBufferPointer { nonce in
                 EVP_EncryptInit_ex2(context, cipher, key.baseAddress, nonce.baseAddress, nil) == 1
             }
@@ -44,21 +51,26 @@ enum Sealing {
             EVP_CIPHER_CTX_ctrl(context, EVP_CTRL_GCM_GET_TAG, Int32(tagCount), out.baseAddress! + plaintext.count) == 1
         }
         precondition(ok && Int(length + final) == plaintext.count, "AES-256-GCM sealing failed in libcrypto")
-        return nonce + output
+        return output
     }
 
     /// - Returns: the plaintext, or `nil` when the bytes do not authenticate under
     ///   `key` and `associated` (another key, a flipped bit, a cut message).
     static func open(_ sealed: ArraySlice<UInt8>, key: AccountKey, associated: [UInt8]) -> [UInt8]? {
         guard sealed.count >= overhead else { return nil }
-        let nonce = Array(sealed.prefix(nonceCount))
-        let ciphertext = Array(sealed.dropFirst(nonceCount).dropLast(tagCount))
+        return open(sealed.dropFirst(nonceCount), keyBytes: key.bytes, associated: associated, nonce: Array(sealed.prefix(nonceCount)))
+    }
+
+    /// Opens ciphertext ‖ tag under a raw key and a nonce carried elsewhere.
+    package static func open(_ sealed: ArraySlice<UInt8>, keyBytes: [UInt8], associated: [UInt8], nonce: [UInt8]) -> [UInt8]? {
+        guard sealed.count >= tagCount, keyBytes.count == 32, nonce.count == nonceCount else { return nil }
+        let ciphertext = Array(sealed.dropLast(tagCount))
         var tag = Array(sealed.suffix(tagCount))
         let context = newContext()
         defer { EVP_CIPHER_CTX_free(context) }
         var plaintext = [UInt8](repeating: 0, count: ciphertext.count + 1)
         var length: Int32 = 0
-        var ok = key.bytes.withUnsafeBufferPointer { key in
+        var ok = keyBytes.withUnsafeBufferPointer { key in
             nonce.withUnsafeBufferPointer { nonce in EVP_DecryptInit_ex2(context, cipher, key.baseAddress, nonce.baseAddress, nil) == 1 }
         }
         ok = ok && updateAssociated(context, associated, encrypting: false)

@@ -163,19 +163,23 @@ extension FleetNode {
             return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "a snapshot request from generation \(generation), not behind this device"))]
         }
         do {
+            guard let key = accountKeys.last else {
+                return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "no account key to seal a snapshot with; this device has not received one"))]
+            }
             let snapshot = try Snapshot.take(of: replica, generation: replica.generation, knowledge: try replica.knowledge())
-            return [.send(to: peer, bytes: FrameCodec.encode(.snapshot(snapshot)))]
+            return [.send(to: peer, bytes: FrameCodec.encode(.snapshot(SealedSnapshot(snapshot, account: replica.account, key: key))))]
         } catch {
             return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "could not take a snapshot: \(error)"))]
         }
     }
 
-    mutating func receive(snapshot: Snapshot, from peer: DeviceID) -> [FleetOutput] {
-        guard configuration.collects, recovery.requested == peer, snapshot.generation > replica.generation else {
-            return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "an unasked-for snapshot at generation \(snapshot.generation)"))]
+    mutating func receive(snapshot sealed: SealedSnapshot, from peer: DeviceID) -> [FleetOutput] {
+        guard configuration.collects, recovery.requested == peer, sealed.generation > replica.generation else {
+            return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "an unasked-for snapshot at generation \(sealed.generation)"))]
         }
         recovery.requested = nil
         do {
+            let snapshot = try sealed.open(account: replica.account, keys: accountKeys)
             let outcome = try replica.recover(from: snapshot)
             return caughtUp(
                 "recovered generation \(snapshot.generation) from a sibling's snapshot (\(outcome.imported) imported, "

@@ -16,6 +16,13 @@ public struct FleetNode {
     public private(set) var roster: Set<DeviceID>
     /// How the node paces itself; `collects` may be switched at any time.
     public var configuration: FleetConfiguration
+    /// The sealed channel every frame travels through (`nil` only for a node built
+    /// unsealed inside this package, for tests and the benchmark baseline).
+    public private(set) var channel: SiblingChannel?
+    /// The account keys this device holds, oldest first: the newest seals the
+    /// snapshots it serves, any of them may open one (a sibling may not have
+    /// heard of a rotation yet).
+    public private(set) var accountKeys: [AccountKey]
     var random: any RandomNumberGenerator
 
     private struct SessionKey: Hashable {
@@ -38,10 +45,33 @@ public struct FleetNode {
     var barrier = BarrierState()
     var recovery = RecoveryState()
 
-    public init(replica: Replica, roster: Set<DeviceID>, configuration: FleetConfiguration = FleetConfiguration(), random: any RandomNumberGenerator) {
+    /// A node whose frames travel sealed (``SiblingChannel``), the only kind an app builds.
+    /// - Parameters:
+    ///   - identity: this device's key pair; its public key must be the replica's device id.
+    ///   - roster: the account's devices; `revoked`: devices taken off it, refused by name.
+    ///   - accountKeys: the account keys this device holds, oldest first (from its ``KeyStore``).
+    /// - Throws: ``CryptoError`` when `identity` is not the replica's device.
+    public init(
+        replica: Replica, identity: DeviceIdentity, roster: Set<DeviceID>, revoked: Set<DeviceID> = [], accountKeys: [AccountKey],
+        configuration: FleetConfiguration = FleetConfiguration(), random: any RandomNumberGenerator
+    ) throws {
+        guard identity.deviceID == replica.device else {
+            throw CryptoError(message: "the identity's public key \(identity.deviceID) is not this replica's device \(replica.device)")
+        }
+        self.init(unsealed: replica, roster: roster, accountKeys: accountKeys, configuration: configuration, random: random)
+        channel = SiblingChannel(identity: identity, account: replica.account, members: self.roster, revoked: revoked)
+    }
+
+    /// A node that sends and accepts unsealed frames: for this package's protocol
+    /// tests and the benchmark that measures what sealing costs.
+    package init(
+        unsealed replica: Replica, roster: Set<DeviceID>, accountKeys: [AccountKey] = [], configuration: FleetConfiguration = FleetConfiguration(),
+        random: any RandomNumberGenerator
+    ) {
         self.replica = replica
         self.roster = roster.union([replica.device])
         self.configuration = configuration
+        self.accountKeys = accountKeys
         self.random = random
     }
 
@@ -53,6 +83,23 @@ public struct FleetNode {
 
     /// Handles one input.
     public mutating func handle(_ input: FleetInput) -> [FleetOutput] {
+        seal(step(input))
+    }
+
+    /// Seals every frame among `outputs` for its recipient (a node with a channel).
+    private mutating func seal(_ outputs: [FleetOutput]) -> [FleetOutput] {
+        guard channel != nil else { return outputs }
+        return outputs.map { output in
+            guard case let .send(recipient, bytes) = output else { return output }
+            do {
+                return .send(to: recipient, bytes: try channel!.seal(bytes, to: recipient))
+            } catch {
+                return .log(FleetEvent(kind: .rejectedSeal, peer: recipient, namespace: nil, message: "could not seal a frame for this device: \(error)"))
+            }
+        }
+    }
+
+    private mutating func step(_ input: FleetInput) -> [FleetOutput] {
         switch input {
         case .start:
             sessions.removeAll()
@@ -75,7 +122,23 @@ public struct FleetNode {
             guard let session = sessions[key], session.epoch == epoch else { return [] }
             sessions[key] = nil
             return [.log(FleetEvent(kind: .sessionTimedOut, peer: peer, namespace: namespace, message: "no reply within \(configuration.sessionTimeoutMilliseconds) ms; dropped"))]
+        case .sealed(let bytes):
+            guard channel != nil else {
+                return [.log(FleetEvent(kind: .rejectedSeal, peer: nil, namespace: nil, message: "sealed bytes reached a node built without a channel; refused"))]
+            }
+            let opened: (sender: DeviceID, frame: [UInt8])
+            do {
+                opened = try channel!.open(bytes)
+            } catch {
+                // A revoked device is named: whoever watches can tell it is still talking.
+                if case .revokedSender(let device) = error { return logOnce(.unknownDevice, peer: device, namespace: nil, error.description) }
+                return logOnce(.rejectedSeal, peer: nil, namespace: nil, error.description)
+            }
+            return receive(opened.frame, from: opened.sender)
         case .frame(let peer, let bytes):
+            guard channel == nil else {
+                return logOnce(.rejectedSeal, peer: peer, namespace: nil, "an unsealed frame was refused: this node accepts sealed frames only")
+            }
             return receive(bytes, from: peer)
         case .timer(.barrierDebounce):
             return barrierDebounceFired()
@@ -93,12 +156,24 @@ public struct FleetNode {
         }
     }
 
-    /// Replaces the roster (join and revoke arrive this way).
+    /// Replaces the roster (join and revoke arrive this way, from the account's
+    /// ``Directory``): frames from a device no longer on it are refused at once,
+    /// those in flight included, and `revoked` devices are refused by name.
     /// A round in progress fails at once when the roster changes (DESIGN §6: the
     /// roster is fenced), so the outputs cancel its timer and arm the back-off.
     @discardableResult
-    public mutating func updateRoster(_ devices: Set<DeviceID>) -> [FleetOutput] {
+    public mutating func updateRoster(_ devices: Set<DeviceID>, revoked: Set<DeviceID> = []) -> [FleetOutput] {
+        seal(rosterChanged(devices, revoked: revoked))
+    }
+
+    /// Replaces the account keys this device holds (oldest first): a rotation after a revoke arrives this way.
+    public mutating func updateAccountKeys(_ keys: [AccountKey]) {
+        accountKeys = keys
+    }
+
+    private mutating func rosterChanged(_ devices: Set<DeviceID>, revoked: Set<DeviceID>) -> [FleetOutput] {
         roster = devices.union([replica.device])
+        channel?.update(members: roster, revoked: revoked)
         for key in sessions.keys where !roster.contains(key.peer) { sessions[key] = nil }
         barrier.heard = barrier.heard.filter { roster.contains($0.key) }
         // A request is for the leader; one that stopped leading forgets it.
@@ -270,10 +345,10 @@ public struct FleetNode {
     }
 
     /// Logs a rejection the first time it happens for this peer, namespace and reason.
-    private mutating func logOnce(_ kind: FleetEvent.Kind, peer: DeviceID, namespace: String?, _ message: String) -> [FleetOutput] {
+    private mutating func logOnce(_ kind: FleetEvent.Kind, peer: DeviceID?, namespace: String?, _ message: String) -> [FleetOutput] {
         // Bounded: a flood of distinct garbage cannot grow it without end.
         if logged.count >= 4_096 { logged.removeAll() }
-        guard logged.insert("\(kind)|\(peer.hex)|\(namespace ?? "")|\(message)").inserted else { return [] }
+        guard logged.insert("\(kind)|\(peer?.hex ?? "")|\(namespace ?? "")|\(message)").inserted else { return [] }
         return [.log(FleetEvent(kind: kind, peer: peer, namespace: namespace, message: message))]
     }
 }

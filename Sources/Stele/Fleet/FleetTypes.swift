@@ -42,7 +42,12 @@ public struct FleetConfiguration: Sendable {
 public enum FleetInput: Sendable, Equatable {
     /// The node starts (or restarts after a crash): it advertises and arms its timers.
     case start
-    /// Bytes arrived from a device.
+    /// Sealed bytes arrived for this device (``SiblingChannel``): who sent them is
+    /// inside, and only a sender on the roster is accepted.
+    case sealed([UInt8])
+    /// An unsealed frame from a device: accepted only by a node built without a
+    /// channel (the package's own tests and the unsealed benchmark baseline); a
+    /// node with a channel refuses it.
     case frame(from: DeviceID, bytes: [UInt8])
     /// A timer the node armed came due.
     case timer(FleetTimer)
@@ -66,7 +71,7 @@ public enum AnchorReading: Sendable, Equatable {
 
 /// What a ``FleetNode`` asks its runtime to do.
 public enum FleetOutput: Sendable, Equatable {
-    /// Deliver these bytes to that device.
+    /// Deliver these bytes to that device (sealed for it when the node has a channel).
     case send(to: DeviceID, bytes: [UInt8])
     /// Fire this timer after this long (re-arming a timer replaces it).
     case arm(FleetTimer, afterMilliseconds: Int64)
@@ -103,8 +108,11 @@ public struct FleetEvent: Sendable, Equatable, CustomStringConvertible {
     public enum Kind: Sendable, Equatable {
         /// Bytes that did not decode; nothing changed.
         case rejectedFrame
-        /// A frame from a device that is not on the roster; nothing changed.
+        /// A frame from a device that is not on the roster (or revoked from it); nothing changed.
         case unknownDevice
+        /// Sealed bytes that did not open: damaged, for another device, or not
+        /// sealed by a roster member; the message says which. Nothing changed.
+        case rejectedSeal
         /// A frame about a namespace this device has not declared (or of another kind).
         case undeclaredNamespace
         /// A peer at another fleet generation: no content reconcile either way (001 §7).

@@ -72,3 +72,50 @@ public struct Snapshot: Sendable, Equatable {
         self.namespaces = namespaces
     }
 }
+
+/// A ``Snapshot`` a sibling serves, sealed with the account key (AES-256-GCM,
+/// 001 §7's BackupKey) on top of the sibling channel's own sealing: a device
+/// that holds a channel key but not the current account key (one revoked since)
+/// cannot read it. The generation travels in the clear inside the frame so a
+/// receiver can refuse a snapshot it did not ask for before opening anything; it
+/// is bound to the body as associated data.
+public struct SealedSnapshot: Sendable, Equatable {
+    public let generation: UInt64
+    /// nonce ‖ ciphertext ‖ tag of the encoded snapshot.
+    public let sealed: [UInt8]
+
+    public init(generation: UInt64, sealed: [UInt8]) {
+        self.generation = generation
+        self.sealed = sealed
+    }
+
+    /// Seals `snapshot` for `account` with `key`.
+    public init(_ snapshot: Snapshot, account: AccountID, key: AccountKey) {
+        generation = snapshot.generation
+        sealed = Sealing.seal(snapshot.encoded, key: key, associated: Self.associated(account: account, generation: snapshot.generation))
+    }
+
+    /// Opens the body with the first of `keys` that authenticates it (the newest first).
+    /// - Throws: ``AnchorError`` when no key opens it or the snapshot inside is
+    ///   malformed or for another generation.
+    public func open(account: AccountID, keys: [AccountKey]) throws -> Snapshot {
+        let associated = Self.associated(account: account, generation: generation)
+        for key in keys.reversed() {
+            guard let bytes = Sealing.open(sealed[...], key: key, associated: associated) else { continue }
+            let snapshot = try Snapshot(decoding: bytes)
+            guard snapshot.generation == generation else {
+                throw AnchorError(.damaged, "the sealed snapshot holds generation \(snapshot.generation), its frame says \(generation)")
+            }
+            return snapshot
+        }
+        throw AnchorError(.notAuthentic, "no account key this device holds opens the snapshot (the key was rotated without this device, or the bytes changed)")
+    }
+
+    private static func associated(account: AccountID, generation: UInt64) -> [UInt8] {
+        var writer = ByteWriter(capacity: 48)
+        writer.append(Array("stele sibling snapshot v1".utf8))
+        writer.append(account.bytes)
+        writer.appendVarint(generation)
+        return writer.bytes
+    }
+}

@@ -5,7 +5,7 @@ import CCrypto
 /// The private key never enters the replica file (a restored backup must not be
 /// able to impersonate anything it could not before); apps keep it in their key
 /// store and rebuild the identity with ``init(privateKey:)``.
-public struct DeviceIdentity: Sendable {
+public struct DeviceIdentity: Sendable, Equatable {
     /// The public key, which is the device id.
     public let deviceID: DeviceID
     /// The 32-byte raw X25519 private key.

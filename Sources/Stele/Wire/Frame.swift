@@ -1,5 +1,5 @@
 /// Everything devices of one account say to each other (DESIGN §5). Frames are
-/// encoded by ``FrameCodec``; the sealing of issue 6 wraps these bytes.
+/// encoded by ``FrameCodec``; ``SiblingChannel`` seals the encoded bytes.
 public enum Frame: Sendable, Equatable {
     /// Every namespace root, then the fleet generation (001 §7).
     case advertisement(Advertisement)
@@ -17,8 +17,9 @@ public enum Frame: Sendable, Equatable {
     case gcRequest
     /// "I am behind at this generation and cannot use the anchor: send me your snapshot" (DESIGN §6).
     case snapshotRequest(generation: UInt64)
-    /// A sibling's full snapshot at its generation, answering a request.
-    case snapshot(Snapshot)
+    /// A sibling's full snapshot at its generation, answering a request, its body
+    /// sealed with the account key (``SealedSnapshot``).
+    case snapshot(SealedSnapshot)
 }
 
 /// A barrier round as the leader names it: `gc_propose` and `gc_commit` carry this.

@@ -52,7 +52,8 @@ public enum FrameCodec {
             body.appendVarint(generation)
         case .snapshot(let snapshot):
             type = .snapshot
-            body.append(snapshot.encoded)
+            body.appendVarint(snapshot.generation)
+            body.append(snapshot.sealed)
         }
         var output = ByteWriter(capacity: body.bytes.count + 8)
         output.append(formatVersion)
@@ -108,7 +109,8 @@ public enum FrameCodec {
         case .snapshotRequest: frame = .snapshotRequest(generation: try reader.readVarint("requester generation"))
         case .gcRequest: frame = .gcRequest
         case .snapshot:
-            frame = .snapshot(try Snapshot(decoding: Array(try reader.readBytes(reader.remaining, "snapshot"))))
+            let generation = try reader.readVarint("snapshot generation")
+            frame = .snapshot(SealedSnapshot(generation: generation, sealed: Array(try reader.readBytes(reader.remaining, "sealed snapshot"))))
         case nil:
             throw CodecError(.valueOutOfRange, "unknown frame type \(rawType)")
         }

@@ -68,7 +68,7 @@ public final class ScenarioRunner {
         case .join(let name):
             try simulation.addDevice(name)
         case .revoke(let name):
-            simulation.revoke(name)
+            try simulation.revoke(name)
         case let .operation(device, operation):
             let fired = simulation.device(device)?.storageFaultsFired ?? 0
             // A write refused by a storage fault the scenario forced is part of the

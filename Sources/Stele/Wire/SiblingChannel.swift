@@ -1,0 +1,158 @@
+import CCrypto
+
+/// The sealed, self-account-gated sibling channel (001 §4: "the relay sees
+/// ciphertext it cannot attribute"; DESIGN G6). Every frame between two devices
+/// of an account is sealed so that whatever carries it learns the recipient and
+/// the size, nothing else: the sender, the frame's kind and its content are
+/// inside the ciphertext. SECURITY.md gives the threat model and the argument.
+///
+/// Construction, from libcrypto primitives only:
+/// - each ordered pair of devices (A → B) shares a directional key
+///   `K = HKDF-SHA256(X25519(a, B), salt: account id, info: label ‖ A ‖ B)`;
+///   only A and B can compute it, the account id binds it to one account and the
+///   order keeps a frame B sent to A from being reflected back to B as A's;
+/// - a frame draws a fresh 16-byte salt; `HKDF-SHA256(K, salt, "stele frame v1")`
+///   gives a 32-byte AES-256-GCM key used for this frame only (so the zero nonce
+///   is never reused under one key) and a 16-byte sender tag;
+/// - the receiver finds the sender by recomputing the tag with the key of each
+///   roster member (a handful of HKDF calls, no public-key operation once a
+///   pair's key is cached), then opens the body with that member's frame key.
+///
+/// Wire form: version (1) ‖ recipient id (32) ‖ salt (16) ‖ sender tag (16) ‖
+/// ciphertext ‖ GCM tag (16); the first 65 bytes are the associated data.
+public struct SiblingChannel: Sendable {
+    /// The fixed bytes sealing adds to a frame.
+    public static let overhead = headerCount + Sealing.tagCount
+    static let version: UInt8 = 1
+    static let saltCount = 16
+    static let senderTagCount = 16
+    static let headerCount = 1 + DeviceID.byteCount + saltCount + senderTagCount
+    private static let pairLabel = Array("stele sibling channel v1".utf8)
+    private static let frameLabel = Array("stele frame v1".utf8)
+    private static let zeroNonce = [UInt8](repeating: 0, count: Sealing.nonceCount)
+
+    public let identity: DeviceIdentity
+    public let account: AccountID
+    /// The devices whose frames are accepted: the account's roster, this device aside.
+    public private(set) var members: Set<DeviceID>
+    /// Devices taken off the roster: their frames are refused by name.
+    public private(set) var revoked: Set<DeviceID>
+    /// Directional pair keys, computed on first use (one X25519 each).
+    private var outgoing: [DeviceID: [UInt8]] = [:]
+    private var incoming: [DeviceID: [UInt8]] = [:]
+
+    public init(identity: DeviceIdentity, account: AccountID, members: Set<DeviceID> = [], revoked: Set<DeviceID> = []) {
+        self.identity = identity
+        self.account = account
+        self.members = members.subtracting([identity.deviceID])
+        self.revoked = revoked.subtracting(self.members)
+    }
+
+    /// Replaces the roster the channel accepts frames from. A device that left it
+    /// is refused from now on, frames already in flight included.
+    public mutating func update(members: Set<DeviceID>, revoked: Set<DeviceID>) {
+        self.members = members.subtracting([identity.deviceID])
+        self.revoked = revoked.subtracting(self.members)
+    }
+
+    /// Seals `frame` for `recipient`.
+    /// - Throws: ``CryptoError`` when libcrypto fails or the recipient's id is not a usable public key.
+    public mutating func seal(_ frame: [UInt8], to recipient: DeviceID) throws -> [UInt8] {
+        var salt = [UInt8](repeating: 0, count: Self.saltCount)
+        let ok = salt.withUnsafeMutableBytes { RAND_bytes($0.baseAddress, Int32($0.count)) }
+        guard ok == 1 else { throw CryptoError.last("RAND_bytes") }
+        return try seal(frame, to: recipient, salt: salt)
+    }
+
+    /// With a given salt: for tests that need fixed output.
+    mutating func seal(_ frame: [UInt8], to recipient: DeviceID, salt: [UInt8]) throws -> [UInt8] {
+        let pair = try outgoingKey(to: recipient)
+        let material = try KeyAgreement.hkdf(key: pair, salt: salt, info: Self.frameLabel, count: 32 + Self.senderTagCount)
+        var header: [UInt8] = [Self.version]
+        header.reserveCapacity(Self.headerCount + frame.count + Sealing.tagCount)
+        header += recipient.bytes
+        header += salt
+        header += material[32...]
+        return header + Sealing.seal(frame, keyBytes: Array(material[..<32]), associated: header, nonce: Self.zeroNonce)
+    }
+
+    /// Opens a sealed frame addressed to this device.
+    /// - Returns: the sender, authenticated as a member of the roster, and the frame.
+    /// - Throws: ``SealError`` saying why the bytes were refused; nothing is learnt from them.
+    public mutating func open(_ sealed: [UInt8]) throws(SealError) -> (sender: DeviceID, frame: [UInt8]) {
+        guard sealed.count >= Self.overhead else { throw .truncated(count: sealed.count, minimum: Self.overhead) }
+        guard sealed[0] == Self.version else { throw .unsupportedVersion(sealed[0]) }
+        // The recipient's 32 bytes parse as a device id whatever they hold.
+        guard let recipient = try? DeviceID(bytes: sealed[1..<(1 + DeviceID.byteCount)]) else { throw .truncated(count: sealed.count, minimum: Self.overhead) }
+        guard recipient == identity.deviceID else { throw .wrongRecipient(recipient) }
+        let saltStart = 1 + DeviceID.byteCount
+        let salt = Array(sealed[saltStart..<(saltStart + Self.saltCount)])
+        let tag = sealed[(saltStart + Self.saltCount)..<Self.headerCount]
+        for candidate in members.sorted() {
+            guard let material = try? frameMaterial(from: candidate, salt: salt), KeyAgreement.constantTimeEqual(Array(material[32...]), tag) else { continue }
+            guard
+                let frame = Sealing.open(
+                    sealed[Self.headerCount...], keyBytes: Array(material[..<32]), associated: Array(sealed[..<Self.headerCount]), nonce: Self.zeroNonce)
+            else { throw .tampered(sender: candidate) }
+            return (candidate, frame)
+        }
+        for candidate in revoked.sorted() {
+            if let material = try? frameMaterial(from: candidate, salt: salt), KeyAgreement.constantTimeEqual(Array(material[32...]), tag) {
+                throw .revokedSender(candidate)
+            }
+        }
+        throw .unknownSender
+    }
+
+    private mutating func frameMaterial(from sender: DeviceID, salt: [UInt8]) throws -> [UInt8] {
+        try KeyAgreement.hkdf(key: try incomingKey(from: sender), salt: salt, info: Self.frameLabel, count: 32 + Self.senderTagCount)
+    }
+
+    private mutating func outgoingKey(to recipient: DeviceID) throws -> [UInt8] {
+        if let key = outgoing[recipient] { return key }
+        let key = try pairKey(secretWith: recipient, from: identity.deviceID, to: recipient)
+        outgoing[recipient] = key
+        return key
+    }
+
+    private mutating func incomingKey(from sender: DeviceID) throws -> [UInt8] {
+        if let key = incoming[sender] { return key }
+        let key = try pairKey(secretWith: sender, from: sender, to: identity.deviceID)
+        // Bounded by the roster and the revoked list, which are the only senders tried.
+        incoming[sender] = key
+        return key
+    }
+
+    private func pairKey(secretWith peer: DeviceID, from sender: DeviceID, to recipient: DeviceID) throws -> [UInt8] {
+        let secret = try KeyAgreement.sharedSecret(privateKey: identity.privateKey, peer: peer)
+        return try KeyAgreement.hkdf(key: secret, salt: account.bytes, info: Self.pairLabel + sender.bytes + recipient.bytes, count: 32)
+    }
+}
+
+/// Why a sealed frame was refused. Whatever the reason, nothing changed.
+public enum SealError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// Shorter than the fixed part of every sealed frame.
+    case truncated(count: Int, minimum: Int)
+    /// A version of the sealed form this build does not know.
+    case unsupportedVersion(UInt8)
+    /// Sealed for another device: the carrier delivered it to the wrong one.
+    case wrongRecipient(DeviceID)
+    /// No device on this account's roster sealed it: another account's device,
+    /// one that never joined, or a header damaged in transit.
+    case unknownSender
+    /// Sealed by a device that has been revoked from the roster.
+    case revokedSender(DeviceID)
+    /// The header names a roster member but the body does not authenticate: changed in transit.
+    case tampered(sender: DeviceID)
+
+    public var description: String {
+        switch self {
+        case let .truncated(count, minimum): "a sealed frame of \(count) bytes is shorter than the \(minimum) every sealed frame has"
+        case .unsupportedVersion(let version): "sealed-frame version \(version) is not one this build reads; update Stele on this device"
+        case .wrongRecipient(let device): "the frame was sealed for device \(device), not this one"
+        case .unknownSender: "no device on this account's roster sealed this frame (another account, an unknown device, or a damaged header)"
+        case .revokedSender(let device): "the frame comes from device \(device), which was revoked from the roster"
+        case .tampered(let sender): "the frame from \(sender) does not authenticate: it was changed or cut in transit"
+        }
+    }
+}
