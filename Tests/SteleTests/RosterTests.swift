@@ -1,0 +1,125 @@
+import Testing
+import TestSupport
+@testable import Stele
+
+@Suite struct RosterTests {
+    let account: AccountID
+    let phone, laptop, tablet, outsider: DeviceIdentity
+
+    init() throws {
+        var generator = SeededGenerator(seed: 11)
+        account = AccountID.generate(using: &generator)
+        phone = try DeviceIdentity(privateKey: [UInt8](repeating: 21, count: 32))
+        laptop = try DeviceIdentity(privateKey: [UInt8](repeating: 22, count: 32))
+        tablet = try DeviceIdentity(privateKey: [UInt8](repeating: 23, count: 32))
+        outsider = try DeviceIdentity(privateKey: [UInt8](repeating: 24, count: 32))
+    }
+
+    func approval(of device: DeviceIdentity, by approver: DeviceIdentity, at index: Int) throws -> RosterChange {
+        try RosterChange.approval(of: device.deviceID, signingKey: try device.signingKey(), by: approver, account: account, index: index)
+    }
+
+    /// phone founds the account and approves laptop.
+    func twoDevices() throws -> Roster {
+        var roster = try Roster.founding(account: account, by: phone)
+        try roster.append(try approval(of: laptop, by: phone, at: 1))
+        return roster
+    }
+
+    @Test func aMemberApprovesAndRevokesAndEveryReaderVerifiesTheSameLog() throws {
+        var roster = try twoDevices()
+        try roster.append(try approval(of: tablet, by: laptop, at: 2))
+        #expect(roster.members == [phone.deviceID, laptop.deviceID, tablet.deviceID])
+        try roster.append(try RosterChange.revocation(of: laptop.deviceID, by: tablet, account: account, index: 3))
+        #expect(roster.members == [phone.deviceID, tablet.deviceID])
+        #expect(roster.revoked == [laptop.deviceID])
+        #expect(try Roster(account: account, changes: roster.changes) == roster)
+    }
+
+    @Test func aJoinApprovalForgedByANonMemberIsRefusedAndChangesNothing() throws {
+        var roster = try twoDevices()
+        let before = roster
+        // The outsider approves itself, and then a tablet.
+        #expect(throws: RosterError.actorNotAMember(outsider.deviceID, index: 2)) { try roster.append(try approval(of: outsider, by: outsider, at: 2)) }
+        #expect(throws: RosterError.actorNotAMember(outsider.deviceID, index: 2)) { try roster.append(try approval(of: tablet, by: outsider, at: 2)) }
+        // A change that names phone as its approver but is signed by the outsider.
+        let signedByOutsider = try approval(of: outsider, by: outsider, at: 2)
+        let posingAsPhone = RosterChange(
+            action: .join, device: outsider.deviceID, signingKey: signedByOutsider.signingKey, actor: phone.deviceID, signature: signedByOutsider.signature)
+        #expect(throws: RosterError.badSignature(index: 2)) { try roster.append(posingAsPhone) }
+        #expect(roster == before)
+        // A directory that stored the forgery anyway is caught by every reader.
+        #expect(throws: RosterError.badSignature(index: 2)) { _ = try Roster(account: account, changes: before.changes + [posingAsPhone]) }
+    }
+
+    @Test func aChangeCannotBeReplayedElsewhereInTheLogOrInAnotherAccount() throws {
+        var roster = try twoDevices()
+        try roster.append(try approval(of: tablet, by: phone, at: 2))
+        let tabletJoin = roster.changes[2]
+        try roster.append(try RosterChange.revocation(of: tablet.deviceID, by: phone, account: account, index: 3))
+        // The tablet's old approval appended again: signed for position 2, not 4.
+        #expect(throws: RosterError.badSignature(index: 4)) { try roster.append(tabletJoin) }
+        // A fresh approval does not bring a revoked identity back either.
+        #expect(throws: RosterError.revokedCannotRejoin(tablet.deviceID)) { try roster.append(try approval(of: tablet, by: phone, at: 4)) }
+        // The whole log under another account id: the founder's signature does not hold.
+        var generator = SeededGenerator(seed: 12)
+        #expect(throws: RosterError.badSignature(index: 0)) { _ = try Roster(account: AccountID.generate(using: &generator), changes: roster.changes) }
+    }
+
+    @Test func malformedLogsAreNamed() throws {
+        #expect(throws: RosterError.empty) { _ = try Roster(account: account, changes: []) }
+        let joinedByPhone = try approval(of: laptop, by: phone, at: 0)
+        #expect(throws: RosterError.founderNotSelfApproved) { _ = try Roster(account: account, changes: [joinedByPhone]) }
+        var roster = try twoDevices()
+        #expect(throws: RosterError.alreadyMember(laptop.deviceID)) { try roster.append(try approval(of: laptop, by: phone, at: 2)) }
+        #expect(throws: RosterError.notAMember(tablet.deviceID)) {
+            try roster.append(try RosterChange.revocation(of: tablet.deviceID, by: phone, account: account, index: 2))
+        }
+        try roster.append(try RosterChange.revocation(of: laptop.deviceID, by: phone, account: account, index: 2))
+        // A revoked device can no longer approve anyone.
+        #expect(throws: RosterError.actorNotAMember(laptop.deviceID, index: 3)) { try roster.append(try approval(of: tablet, by: laptop, at: 3)) }
+        #expect(throws: RosterError.lastMember(phone.deviceID)) {
+            try roster.append(try RosterChange.revocation(of: phone.deviceID, by: phone, account: account, index: 3))
+        }
+        #expect("\(RosterError.actorNotAMember(outsider.deviceID, index: 3))".contains("forged"))
+    }
+
+    @Test func theDirectoryRefusesWhatTheRosterRefusesAndKeepsWhatItHad() throws {
+        let directory = MemoryDirectory()
+        #expect(throws: RosterError.unknownAccount(account)) { _ = try directory.roster(of: account) }
+        try directory.found(try Roster.founding(account: account, by: phone))
+        #expect(throws: RosterError.alreadyMember(phone.deviceID)) { try directory.found(try Roster.founding(account: account, by: laptop)) }
+        try directory.append(try approval(of: laptop, by: phone, at: 1), to: account)
+        #expect(throws: RosterError.actorNotAMember(outsider.deviceID, index: 2)) { try directory.append(try approval(of: outsider, by: outsider, at: 2), to: account) }
+        #expect(try directory.roster(of: account).members == [phone.deviceID, laptop.deviceID])
+    }
+
+    // MARK: - Wrapped account keys
+
+    @Test func anAccountKeyWrappedByAMemberOpensOnlyForItsRecipient() throws {
+        var roster = try twoDevices()
+        try roster.append(try approval(of: tablet, by: phone, at: 2))
+        let key = AccountKey.generate()
+        let wrapped = try WrappedAccountKey.wrap(key, epoch: 2, for: tablet.deviceID, by: laptop, account: account)
+        #expect(try wrapped.open(with: tablet, roster: roster) == key)
+        #expect(!wrapped.sealed.contains(subsequence: key.bytes))
+        // Another device cannot open it, even a member.
+        #expect(throws: SealError.wrongRecipient(tablet.deviceID)) { _ = try wrapped.open(with: phone, roster: roster) }
+        // A key wrapped by a non-member is refused: the directory cannot slip one in.
+        let planted = try WrappedAccountKey.wrap(AccountKey.generate(), epoch: 2, for: tablet.deviceID, by: outsider, account: account)
+        #expect(throws: SealError.unknownSender) { _ = try planted.open(with: tablet, roster: roster) }
+        // Nor by a member since revoked.
+        try roster.append(try RosterChange.revocation(of: laptop.deviceID, by: phone, account: account, index: 3))
+        #expect(throws: SealError.revokedSender(laptop.deviceID)) { _ = try wrapped.open(with: tablet, roster: roster) }
+        // The epoch is bound to the key inside.
+        let relabelled = WrappedAccountKey(account: account, epoch: 3, recipient: tablet.deviceID, sealed: try WrappedAccountKey.wrap(key, epoch: 2, for: tablet.deviceID, by: phone, account: account).sealed)
+        #expect(throws: CodecError.self) { _ = try relabelled.open(with: tablet, roster: roster) }
+    }
+}
+
+extension Array where Element == UInt8 {
+    fileprivate func contains(subsequence: [UInt8]) -> Bool {
+        guard subsequence.count <= count else { return false }
+        return (0...(count - subsequence.count)).contains { Array(self[$0..<($0 + subsequence.count)]) == subsequence }
+    }
+}
