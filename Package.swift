@@ -33,6 +33,8 @@ let package = Package(
         .executableTarget(name: "stele", dependencies: ["Stele", "SteleSimulator", "SteleBench"]),
         // libFuzzer target for the frame decoder: swift build -c release --sanitize=fuzzer --product stele-fuzz-frames
         .executableTarget(name: "stele-fuzz-frames", dependencies: ["Stele"]),
+        // libFuzzer target for the sealed-frame opener: swift build -c release --sanitize=fuzzer --product stele-fuzz-sealed
+        .executableTarget(name: "stele-fuzz-sealed", dependencies: ["Stele"]),
         .target(name: "TestSupport", dependencies: ["Stele", "SteleSQL", "SteleSimulator"]),
         .testTarget(name: "SteleSQLTests", dependencies: ["SteleSQL", "TestSupport"]),
         .testTarget(name: "SteleTests", dependencies: ["Stele", "TestSupport"]),
