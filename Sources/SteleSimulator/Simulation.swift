@@ -206,6 +206,11 @@ public final class Simulation {
         }
     }
 
+    /// Whether any account key `device` holds opens the anchor (`false` with no anchor).
+    public func canReadAnchor(_ device: SimulatedDevice) -> Bool {
+        accountKeys(of: device).contains { key in (try? anchors.read(account, key: key)) != nil }
+    }
+
     /// The account keys a device holds, oldest first.
     func accountKeys(of device: SimulatedDevice) -> [AccountKey] {
         (try? device.keys.load())?.orderedAccountKeys ?? []

@@ -141,7 +141,7 @@ struct ParseState {
         "backup", "restore", "crash", "anchor", "skew", "storage", "expect",
     ]
     /// Every word that can follow `expect D` or `expect`, for suggestions.
-    static let expectWords = ["converged", "resurrections", "lost-writes", "all", "tombstones", "generation", "status", "gc", "conflict", "stored", "message", "refused", "storage"]
+    static let expectWords = ["converged", "resurrections", "lost-writes", "all", "tombstones", "generation", "status", "gc", "conflict", "stored", "message", "refused", "storage", "anchor"]
 
     mutating func statement(_ tokens: [Token]) throws -> Statement {
         let words = tokens.map(\.text)
@@ -376,6 +376,12 @@ struct ParseState {
             try arity(words, 4, "expect D refused D2")
             try device(words[3])
             return .refused(device: name, sender: words[3])
+        case "anchor":
+            // Added: whether the account keys D holds open the anchor (a revoked
+            // device's old key must not open one written after the rotation).
+            try arity(words, 4, "expect D anchor readable|unreadable")
+            guard ["readable", "unreadable"].contains(words[3]) else { throw Message("write: expect D anchor readable, or expect D anchor unreadable") }
+            return .anchorReadable(device: name, readable: words[3] == "readable")
         case "storage":
             // Added: N forced storage faults have fired on D's store.
             guard words.count == 5, words[3] == "failed" else { throw Message("write: expect D storage failed N") }

@@ -217,6 +217,14 @@ public final class ScenarioRunner {
             guard receiver.refusedSenders.contains(other.id) else {
                 throw Failure(expected: "\(device) refused frames from \(sender)", found: "it refused none")
             }
+        case let .anchorReadable(device, readable):
+            guard let found = simulation.device(device) else { throw Failure(expected: "device \(device)", found: "not in this simulation") }
+            let opens = simulation.canReadAnchor(found)
+            guard opens == readable else {
+                throw Failure(
+                    expected: "\(device)'s account keys \(readable ? "open" : "do not open") the anchor",
+                    found: opens ? "they open it" : "they do not (or there is no anchor)")
+            }
         case let .storageFailed(device, count):
             guard let found = simulation.device(device)?.storageFaultsFired else { throw Failure(expected: "device \(device)", found: "not in this simulation") }
             guard found == count else { throw Failure(expected: "\(count) storage faults fired on \(device)", found: "\(found)") }

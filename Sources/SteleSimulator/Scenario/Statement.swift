@@ -89,6 +89,8 @@ public enum Expectation: Sendable, Equatable {
     case conflict(device: String, namespace: String, key: String)
     /// Added: `expect D refused D2`, D refused frames from D2 (not on its roster).
     case refused(device: String, sender: String)
+    /// Added: `expect D anchor readable|unreadable`, whether D's account keys open the anchor.
+    case anchorReadable(device: String, readable: Bool)
     /// Added: `expect D storage failed N`, N forced storage faults fired on D's store.
     case storageFailed(device: String, count: Int)
     case converged
