@@ -128,6 +128,11 @@ import TestSupport
             }
         }
 
+        static func isProposal(_ bytes: [UInt8]) -> Bool {
+            if case .gcPropose = try? FrameCodec.decode(bytes) { return true }
+            return false
+        }
+
         static func isCommit(_ bytes: [UInt8]) -> Bool {
             if case .gcCommit = try? FrameCodec.decode(bytes) { return true }
             return false
@@ -283,6 +288,47 @@ import TestSupport
         #expect(try harness.fleet[1].lastAck()?.round != forged.round)
         #expect(harness.fleet[1].generation == 1)
         #expect(try harness.tombstones(1) == 1)
+    }
+
+    @Test func aProposalSeenAgainIsNotAckedAgain() throws {
+        let harness = try Harness(devices: 3)
+        try harness.seedTombstones()
+        harness.start()
+        // Everyone advertises the same content; device 2 then sleeps through round one.
+        harness.run(for: 1_000)
+        harness.asleep = [2]
+        harness.run(for: 60_000)
+        #expect(harness.count(.roundFailed) == 1)
+        let first = try #require(harness.sent.first { $0.from == 0 && $0.to == 1 && Harness.isProposal($0.bytes) })
+        // Device 2 wakes; the leader retries at once; the acks of round two are held back.
+        harness.asleep = []
+        harness.holdAcks = true
+        harness.handle(.timer(.advertise), at: 2)
+        harness.run(for: 10_000)
+        #expect(harness.count(.roundOpened) == 2)
+        let second = try #require(harness.sent.last { $0.from == 0 && $0.to == 1 && Harness.isProposal($0.bytes) })
+        let acked = try #require(try harness.fleet[1].lastAck())
+        // The old round's proposal replayed, and the current one duplicated: neither is acked again.
+        let ignoredBefore = harness.count(.barrierIgnored, at: 1)
+        let sentBefore = harness.sent.count
+        // A row made and deleted after the ack: its tombstone is not the ack's to vouch for.
+        try harness.fleet[1].lww("flags").put("late", "x".bytes)
+        try harness.fleet[1].lww("flags").delete("late")
+        for bytes in [first.bytes, second.bytes] { harness.handle(.frame(from: harness.fleet.devices[0], bytes: bytes), at: 1) }
+        #expect(harness.count(.barrierIgnored, at: 1) == ignoredBefore + 2)
+        #expect(harness.sent.count == sentBefore)
+        #expect(try harness.fleet[1].lastAck() == acked)
+        // Round two commits, and device 1 collects what its one ack vouched for.
+        harness.holdAcks = false
+        harness.pending += harness.heldAcks
+        harness.heldAcks = []
+        harness.run(for: 2_000)
+        #expect(harness.fleet[1].generation == 1)
+        #expect(try harness.tombstones(1) == 1)
+        // The late tombstone goes with the next round.
+        harness.run(for: 60_000)
+        #expect(harness.fleet[1].generation == 2)
+        #expect(try harness.tombstones(1) == 0)
     }
 
     @Test func aDeviceWithCollectionOffDeclinesAndTheRoundNamesIt() throws {

@@ -38,6 +38,11 @@ struct BarrierState {
     /// The current round is an early retry: if it fails too, the leader waits out
     /// its whole pause (a device heard from but still not acking is slow, not back).
     var retriedEarly = false
+    /// The rounds this device has acked since it started, by nonce: a proposal
+    /// seen again (a duplicate on the wire, or a replay of an older round at the
+    /// same generation) is not acked again, so it can neither move the recorded
+    /// ack's watermark nor replace the ack of the round in progress (SECURITY.md).
+    var answered: Set<RoundNonce> = []
 }
 
 extension FleetNode {
@@ -245,9 +250,15 @@ extension FleetNode {
                     message: "a proposal to generation \(proposal.generation) at generation \(replica.generation)"))
             ]
         }
+        guard !barrier.answered.contains(proposal.round), (try? replica.lastAck())?.round != proposal.round else {
+            return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "a proposal for round \(proposal.round), already acked; not acked again"))]
+        }
         do {
             let digest = try replica.contentDigest()
             try replica.recordAck(round: proposal.round, digest: digest, generation: proposal.generation)
+            // Bounded: a device acks one round per proposal the leader makes.
+            if barrier.answered.count >= 4_096 { barrier.answered.removeAll() }
+            barrier.answered.insert(proposal.round)
             let answer = BarrierAnswer(round: proposal.round, digest: digest, knowledge: try replica.knowledge())
             return [.send(to: peer, bytes: FrameCodec.encode(.gcAck(answer)))]
         } catch {
