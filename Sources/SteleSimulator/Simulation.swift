@@ -188,19 +188,20 @@ public final class Simulation {
         record(.revoked, device: device)
     }
 
-    /// Every device on the roster reads the directory: the verified roster goes to
-    /// its node, and any account key wrapped for it that it lacks goes into its key
-    /// store and its node. A revoked device hears nothing more.
+    /// Every device on the roster reads the directory: the roster, verified and
+    /// checked to extend the one it pinned, goes to its node, and any account key
+    /// wrapped for it that it lacks goes into its key store and its node. A
+    /// revoked device hears nothing more.
     private func updateRosters() throws {
-        let roster = try directory.roster(of: account)
+        let read = try directory.roster(of: account)
         for device in devices {
             var ring = try device.keys.load() ?? KeyRing(identity: device.identity)
-            var received = false
+            let roster = try ring.roster?.adopting(read) ?? read
+            ring.roster = roster
             for wrapped in try directory.wrappedKeys(for: device.id, of: account) where ring.accountKeys[wrapped.epoch] == nil {
                 ring.insert(try wrapped.open(with: device.identity, roster: roster), epoch: wrapped.epoch)
-                received = true
             }
-            if received { try device.keys.save(ring) }
+            try device.keys.save(ring)
             device.node.updateAccountKeys(ring.orderedAccountKeys)
             carryOut(device.node.updateRoster(roster.members, revoked: roster.revoked), for: device)
         }

@@ -5,7 +5,9 @@ import TestSupport
 
 @Suite struct KeyStoreTests {
     func ring() throws -> KeyRing {
-        KeyRing(identity: try DeviceIdentity(privateKey: [UInt8](repeating: 31, count: 32)), accountKeys: [1: AccountKey.generate(), 2: AccountKey.generate()])
+        let identity = try DeviceIdentity(privateKey: [UInt8](repeating: 31, count: 32))
+        let roster = try Roster.founding(account: Fixtures.account(3), by: identity)
+        return KeyRing(identity: identity, accountKeys: [1: AccountKey.generate(), 2: AccountKey.generate()], roster: roster)
     }
 
     @Test func aFileKeyStoreKeepsTheRingOwnerOnly() throws {
@@ -61,5 +63,8 @@ import TestSupport
         try store.save(ring)
         #expect(try store.load() == ring)
         #expect(try KeyRing(decoding: ring.encoded) == ring)
+        #expect(try KeyRing(decoding: ring.encoded).roster?.members == [ring.identity.deviceID])
+        let bare = KeyRing(identity: ring.identity)
+        #expect(try KeyRing(decoding: bare.encoded) == bare)
     }
 }

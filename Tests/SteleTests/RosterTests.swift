@@ -84,6 +84,37 @@ import TestSupport
         #expect("\(RosterError.actorNotAMember(outsider.deviceID, index: 3))".contains("forged"))
     }
 
+    @Test func aDeviceAdoptsOnlyARosterThatExtendsTheOneItVerified() throws {
+        var roster = try twoDevices()
+        try roster.append(try approval(of: tablet, by: phone, at: 2))
+        let pinned = roster
+        try roster.append(try RosterChange.revocation(of: laptop.deviceID, by: phone, account: account, index: 3))
+        #expect(try pinned.adopting(roster) == roster)
+        #expect(try roster.adopting(roster) == roster)
+        // An older log (the revocation undone) is refused.
+        #expect(throws: RosterError.rewritten(kept: 4)) { _ = try roster.adopting(pinned) }
+        // So is a log founded by another device, valid as it is.
+        var foreign = try Roster.founding(account: account, by: outsider)
+        try foreign.append(try approval(of: phone, by: outsider, at: 1))
+        try foreign.append(try approval(of: laptop, by: outsider, at: 2))
+        try foreign.append(try approval(of: tablet, by: outsider, at: 3))
+        #expect(throws: RosterError.rewritten(kept: 3)) { _ = try pinned.adopting(foreign) }
+        #expect("\(RosterError.rewritten(kept: 3))".contains("keeps the roster it holds"))
+    }
+
+    @Test func aRosterRoundTripsThroughItsBytesAndDamageIsAnError() throws {
+        var roster = try twoDevices()
+        try roster.append(try RosterChange.revocation(of: laptop.deviceID, by: phone, account: account, index: 2))
+        #expect(try Roster(decoding: roster.encoded) == roster)
+        let bytes = roster.encoded
+        for length in [0, 10, 17, bytes.count - 1] {
+            #expect(throws: (any Error).self) { _ = try Roster(decoding: Array(bytes.prefix(length))) }
+        }
+        var flipped = bytes
+        flipped[bytes.count - 5] ^= 1
+        #expect(throws: RosterError.badSignature(index: 2)) { _ = try Roster(decoding: flipped) }
+    }
+
     @Test func theDirectoryRefusesWhatTheRosterRefusesAndKeepsWhatItHad() throws {
         let directory = MemoryDirectory()
         #expect(throws: RosterError.unknownAccount(account)) { _ = try directory.roster(of: account) }

@@ -1,17 +1,22 @@
 import Foundation
 
-/// What a device keeps secret, outside its replica file (001 §7: the BackupKey
-/// rides the keychain, not the backup): its X25519 private key and the account
-/// keys it has received. Restoring the replica from a backup therefore loses
-/// neither, and a stolen replica backup holds no key at all.
+/// What a device keeps outside its replica file (001 §7: the BackupKey rides the
+/// keychain, not the backup): its X25519 private key, the account keys it has
+/// received, and the roster it last verified (so a directory cannot later serve
+/// it an older or foreign log, ``Roster/adopting(_:)``). Restoring the replica
+/// from a backup therefore loses none of them, and a stolen replica backup holds
+/// no key at all.
 public struct KeyRing: Sendable, Equatable {
     public let identity: DeviceIdentity
     /// Account keys by epoch (numbered from 1; a revoke rotates to the next).
     public private(set) var accountKeys: [UInt32: AccountKey]
+    /// The roster this device last verified and adopted.
+    public var roster: Roster?
 
-    public init(identity: DeviceIdentity, accountKeys: [UInt32: AccountKey] = [:]) {
+    public init(identity: DeviceIdentity, accountKeys: [UInt32: AccountKey] = [:], roster: Roster? = nil) {
         self.identity = identity
         self.accountKeys = accountKeys
+        self.roster = roster
     }
 
     /// The keys oldest first, as ``FleetNode/updateAccountKeys(_:)`` takes them.
@@ -25,7 +30,8 @@ public struct KeyRing: Sendable, Equatable {
     static let format: UInt8 = 1
 
     /// Bytes: "STELEKEY", a format byte, the 32-byte private key, the number of
-    /// account keys, then per key its epoch (varint) and its 32 bytes.
+    /// account keys, then per key its epoch (varint) and its 32 bytes, then the
+    /// roster's length (0: none) and its bytes (``Roster/encoded``).
     public var encoded: [UInt8] {
         var writer = ByteWriter(capacity: 48 + accountKeys.count * 40)
         writer.append(Self.magic)
@@ -36,6 +42,9 @@ public struct KeyRing: Sendable, Equatable {
             writer.appendVarint(UInt64(epoch))
             writer.append(key.bytes)
         }
+        let roster = roster?.encoded ?? []
+        writer.appendVarint(UInt64(roster.count))
+        writer.append(roster)
         return writer.bytes
     }
 
@@ -57,6 +66,9 @@ public struct KeyRing: Sendable, Equatable {
                 guard epoch <= UInt64(UInt32.max) else { throw KeyStoreError(.damaged, "account key epoch \(epoch) is out of range") }
                 keys[UInt32(epoch)] = try AccountKey(bytes: try reader.readBytes(AccountKey.byteCount, "account key"))
             }
+            let rosterCount = try reader.readVarint("roster length")
+            guard rosterCount <= UInt64(reader.remaining) else { throw KeyStoreError(.damaged, "the key ring's roster is cut") }
+            roster = rosterCount == 0 ? nil : try Roster(decoding: Array(try reader.readBytes(Int(rosterCount), "roster")))
             try reader.expectEnd("key ring")
             accountKeys = keys
         } catch let error as KeyStoreError {

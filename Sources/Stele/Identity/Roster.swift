@@ -41,6 +41,60 @@ public struct Roster: Sendable, Equatable {
     /// The Ed25519 key a member signs roster changes with.
     public func signingKey(of device: DeviceID) -> [UInt8]? { signingKeys[device] }
 
+    /// The roster to adopt on reading `newer` from a directory, when this device
+    /// already verified this one: `newer` must keep every change of it, in order,
+    /// and add only after them. A directory cannot undo a revocation by serving an
+    /// older log, nor swap in a log founded by a device of its own.
+    /// - Throws: ``RosterError`` `rewritten` (this roster stays the one to use).
+    public func adopting(_ newer: Roster) throws(RosterError) -> Roster {
+        guard newer.account == account, newer.changes.count >= changes.count, Array(newer.changes.prefix(changes.count)) == changes else {
+            throw .rewritten(kept: changes.count)
+        }
+        return newer
+    }
+
+    /// Bytes: the account, the number of changes, then each change.
+    public var encoded: [UInt8] {
+        var writer = ByteWriter(capacity: 16 + changes.count * 200)
+        writer.append(account.bytes)
+        writer.appendVarint(UInt64(changes.count))
+        for change in changes {
+            writer.append(change.action.rawValue)
+            writer.append(change.device.bytes)
+            writer.appendVarint(UInt64(change.signingKey.count))
+            writer.append(change.signingKey)
+            writer.append(change.actor.bytes)
+            writer.appendVarint(UInt64(change.signature.count))
+            writer.append(change.signature)
+        }
+        return writer.bytes
+    }
+
+    /// Reads and verifies a roster ``encoded`` wrote.
+    /// - Throws: ``CodecError`` when the bytes are cut or malformed, ``RosterError`` when the log does not hold.
+    public init(decoding bytes: [UInt8]) throws {
+        var reader = ByteReader(bytes)
+        let account = try AccountID(bytes: try reader.readBytes(AccountID.byteCount, "roster account"))
+        let count = try reader.readVarint("roster changes")
+        guard count <= 100_000 else { throw CodecError(.valueOutOfRange, "a roster of \(count) changes") }
+        var changes: [RosterChange] = []
+        for _ in 0..<count {
+            let raw = try reader.readBytes(1, "roster action").first ?? 0
+            guard let action = RosterChange.Action(rawValue: raw) else { throw CodecError(.valueOutOfRange, "unknown roster action \(raw)") }
+            let device = try DeviceID(bytes: try reader.readBytes(DeviceID.byteCount, "roster device"))
+            let keyCount = try reader.readVarint("signing key length")
+            guard keyCount <= 32 else { throw CodecError(.valueOutOfRange, "a signing key of \(keyCount) bytes") }
+            let signingKey = Array(try reader.readBytes(Int(keyCount), "signing key"))
+            let actor = try DeviceID(bytes: try reader.readBytes(DeviceID.byteCount, "roster actor"))
+            let signatureCount = try reader.readVarint("signature length")
+            guard signatureCount <= 64 else { throw CodecError(.valueOutOfRange, "a signature of \(signatureCount) bytes") }
+            let signature = Array(try reader.readBytes(Int(signatureCount), "signature"))
+            changes.append(RosterChange(action: action, device: device, signingKey: signingKey, actor: actor, signature: signature))
+        }
+        try reader.expectEnd("roster")
+        try self.init(account: account, changes: changes)
+    }
+
     /// Checks `change` against the log so far and appends it.
     /// - Throws: ``RosterError`` and leaves the roster unchanged when it does not hold.
     public mutating func append(_ change: RosterChange) throws(RosterError) {
@@ -140,6 +194,8 @@ public enum RosterError: Error, Sendable, Equatable, CustomStringConvertible {
     case revokedCannotRejoin(DeviceID)
     case lastMember(DeviceID)
     case unknownAccount(AccountID)
+    /// A directory served a log that does not extend the one this device verified.
+    case rewritten(kept: Int)
 
     public var description: String {
         switch self {
@@ -152,6 +208,9 @@ public enum RosterError: Error, Sendable, Equatable, CustomStringConvertible {
         case .revokedCannotRejoin(let device): "\(device) was revoked; it can come back only as a new device, approved again"
         case .lastMember(let device): "\(device) is the roster's last device; an account keeps at least one"
         case .unknownAccount(let account): "the directory holds no roster for account \(account)"
+        case .rewritten(let kept):
+            "the directory served a roster that does not extend the \(kept) changes this device already verified (a revocation undone, or another founder); "
+                + "refused: this device keeps the roster it holds. Check the directory: it was rolled back or tampered with"
         }
     }
 }
