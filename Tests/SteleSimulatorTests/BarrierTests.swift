@@ -331,6 +331,68 @@ import TestSupport
         #expect(try harness.tombstones(1) == 0)
     }
 
+    /// A row made on one device, synced to a sibling that had already acked, and
+    /// deleted before its maker acks: the maker's ack has the agreed digest again,
+    /// the sibling's content moved. Whatever the commit drops, the row must not
+    /// come back once the sibling reconciles.
+    @Test func aRowMadeAndDeletedBetweenTwoAcksStaysDeleted() throws {
+        let harness = try Harness(devices: 3)
+        try harness.seedTombstones()
+        harness.start()
+        harness.run(for: 1_000)
+        // The round opens while device 2 hears nothing; device 1's ack is held back.
+        harness.holdAcks = true
+        harness.asleep = [2]
+        harness.run(for: 6_000)
+        #expect(harness.count(.roundOpened) == 1)
+        let proposal = try #require(harness.sent.last { $0.from == 0 && $0.to == 2 && Harness.isProposal($0.bytes) })
+        #expect(try harness.fleet[1].lastAck() != nil)
+        harness.asleep = []
+        // Device 2 makes a row; device 1's advertisement prompts it to offer the row to
+        // device 1 alone (the leader hears of nothing). Then 2 deletes it; only then does 2 ack.
+        let made = try harness.fleet[2].causal("notes")
+        try made.put("ghost", "boo".bytes)
+        harness.handle(.timer(.advertise), at: 1)
+        harness.run(for: 100)
+        // Device 1 acked before the row existed: it does not take it in while the round is open.
+        #expect(try harness.fleet[1].causal("notes").get("ghost") == nil)
+        #expect(harness.count(.reconcileHeld) > 0)
+        try made.delete("ghost")
+        harness.pending.append((2, .frame(from: harness.fleet.devices[0], bytes: proposal.bytes)))
+        harness.run(for: 100)
+        harness.holdAcks = false
+        harness.pending += harness.heldAcks
+        harness.heldAcks = []
+        harness.run(for: 100)
+        // Everyone talks again until the fleet settles.
+        for device in 0..<3 { harness.handle(.localChange, at: device) }
+        harness.run(for: 10 * 60_000)
+        for device in 0..<3 { #expect(try harness.fleet[device].causal("notes").get("ghost") == nil, "device \(device)") }
+    }
+
+    @Test func aHoldWithNoCommitEndsByWithdrawingTheAck() throws {
+        let harness = try Harness(devices: 3)
+        try harness.seedTombstones()
+        harness.start()
+        harness.run(for: 1_000)
+        // The leader's acks are held back and the leader falls silent: no commit comes.
+        harness.holdAcks = true
+        harness.run(for: 6_000)
+        let acked = try #require(try harness.fleet[1].lastAck())
+        let commitOfRound = BarrierCommit(
+            proposal: BarrierProposal(round: acked.round, digest: acked.digest, generation: acked.generation), knowledge: Knowledge())
+        harness.asleep = [0]
+        harness.heldAcks = []
+        harness.run(for: 2 * FleetConfiguration().barrierRoundMilliseconds + 1_000)
+        #expect(try harness.fleet[1].lastAck() == nil)
+        #expect(harness.events.contains { $0.device == 1 && $0.event.message.contains("its ack is withdrawn") })
+        // A commit arriving after that is ignored: the device no longer vouches for what it held.
+        harness.asleep = []
+        harness.handle(.frame(from: harness.fleet.devices[0], bytes: FrameCodec.encode(.gcCommit(commitOfRound))), at: 1)
+        #expect(harness.fleet[1].generation == 0)
+        #expect(try harness.tombstones(1) == 2)
+    }
+
     @Test func aDeviceWithCollectionOffDeclinesAndTheRoundNamesIt() throws {
         let harness = try Harness(devices: 3, collects: [true, true, false])
         try harness.seedTombstones()

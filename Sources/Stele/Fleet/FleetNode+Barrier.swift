@@ -43,6 +43,11 @@ struct BarrierState {
     /// same generation) is not acked again, so it can neither move the recorded
     /// ack's watermark nor replace the ack of the round in progress (SECURITY.md).
     var answered: Set<RoundNonce> = []
+    /// The round this device acked and whose commit it awaits, with the epoch of
+    /// its hold timer. Between its ack and the commit a device applies no
+    /// sibling's records: a row it took in after acking, whose maker then deleted
+    /// it and acked the agreed digest, would outlive the tombstone the maker drops.
+    var held: (round: RoundNonce, epoch: UInt64)?
 }
 
 extension FleetNode {
@@ -211,7 +216,23 @@ extension FleetNode {
         let pause = min(configuration.barrierBackoffMilliseconds.multipliedReportingOverflow(by: doubling).partialValue, configuration.barrierMaximumBackoffMilliseconds)
         outputs.append(.arm(.barrierBackoff, afterMilliseconds: max(pause, 0)))
         outputs.append(.log(FleetEvent(kind: .roundFailed, peer: nil, namespace: nil, message: "\(reason); next round in \(pause / 1000) s at the latest")))
-        return outputs
+        // The leader held siblings' records while the round was open: sync resumes.
+        return outputs + noteChange()
+    }
+
+    /// No commit came for the round this device acked: it withdraws the ack (a
+    /// commit arriving later is then ignored, and the anchor, if that round wrote
+    /// one, is recovered from like any missed round) and takes siblings' records again.
+    mutating func barrierHoldExpired(epoch: UInt64) -> [FleetOutput] {
+        guard let held = barrier.held, held.epoch == epoch else { return [] }
+        barrier.held = nil
+        var message = "no commit of round \(held.round) within \(2 * configuration.barrierRoundMilliseconds) ms: its ack is withdrawn"
+        do {
+            try replica.withdrawAck(round: held.round)
+        } catch {
+            message += " (could not record that: \(error))"
+        }
+        return [.log(FleetEvent(kind: .barrierIgnored, peer: nil, namespace: nil, message: message))] + noteChange()
     }
 
     mutating func barrierBackoffFired() -> [FleetOutput] {
@@ -260,7 +281,13 @@ extension FleetNode {
             if barrier.answered.count >= 4_096 { barrier.answered.removeAll() }
             barrier.answered.insert(proposal.round)
             let answer = BarrierAnswer(round: proposal.round, digest: digest, knowledge: try replica.knowledge())
-            return [.send(to: peer, bytes: FrameCodec.encode(.gcAck(answer)))]
+            var outputs: [FleetOutput] = [.send(to: peer, bytes: FrameCodec.encode(.gcAck(answer)))]
+            if let held = barrier.held { outputs.append(.cancel(.barrierHold(epoch: held.epoch))) }
+            nextEpoch += 1
+            barrier.held = (proposal.round, nextEpoch)
+            // Longer than the leader's whole round, so a commit sent in time finds the hold.
+            outputs.append(.arm(.barrierHold(epoch: nextEpoch), afterMilliseconds: 2 * configuration.barrierRoundMilliseconds))
+            return outputs
         } catch {
             return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "could not ack: \(error)"))]
         }
@@ -274,6 +301,16 @@ extension FleetNode {
     }
 
     private mutating func applyCommit(_ commit: BarrierCommit, from peer: DeviceID?) -> [FleetOutput] {
+        let proposal = commit.proposal
+        var released: [FleetOutput] = []
+        if let held = barrier.held, held.round == proposal.round {
+            barrier.held = nil
+            released = [.cancel(.barrierHold(epoch: held.epoch))] + noteChange()
+        }
+        return released + carryOutCommit(commit, from: peer)
+    }
+
+    private mutating func carryOutCommit(_ commit: BarrierCommit, from peer: DeviceID?) -> [FleetOutput] {
         let proposal = commit.proposal
         do {
             let outcome = try replica.commit(round: proposal.round, digest: proposal.digest, generation: proposal.generation, knowledge: commit.knowledge)

@@ -196,11 +196,17 @@ extension FleetNode {
     }
 
     private mutating func caughtUp(_ how: String) -> [FleetOutput] {
+        // The generation moved past any round this device held for.
+        var released: [FleetOutput] = []
+        if let held = barrier.held {
+            barrier.held = nil
+            released = [.cancel(.barrierHold(epoch: held.epoch))]
+        }
         recovery.failure = nil
         recovery.rolledBack = false
         recovery.requested = nil
         recovery.ahead = recovery.ahead.filter { $0.value > replica.generation }
         // The generation moved: siblings hear it at once, and content reconcile resumes.
-        return [.log(FleetEvent(kind: .recovered, peer: nil, namespace: nil, message: how))] + noteChange()
+        return released + [.log(FleetEvent(kind: .recovered, peer: nil, namespace: nil, message: how))] + noteChange()
     }
 }

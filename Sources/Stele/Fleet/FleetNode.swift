@@ -106,10 +106,18 @@ public struct FleetNode {
             changePending = false
             barrier = BarrierState()
             recovery = RecoveryState()
+            // An ack recorded before a crash still awaits its commit: the hold goes on.
+            var held: [FleetOutput] = []
+            if let ack = try? replica.lastAck(), ack.generation > replica.generation {
+                nextEpoch += 1
+                barrier.held = (ack.round, nextEpoch)
+                barrier.answered.insert(ack.round)
+                held = [.arm(.barrierHold(epoch: nextEpoch), afterMilliseconds: 2 * configuration.barrierRoundMilliseconds)]
+            }
             // A device alone triggers its own rounds (DESIGN §6); every device checks
             // the anchor at launch (a restore is a relaunch).
             let alone = peers.isEmpty ? considerRound() : []
-            return advertiseToAll() + [.arm(.advertise, afterMilliseconds: configuration.advertiseIntervalMilliseconds)] + alone + checkAnchor()
+            return held + advertiseToAll() + [.arm(.advertise, afterMilliseconds: configuration.advertiseIntervalMilliseconds)] + alone + checkAnchor()
         case .timer(.advertise):
             return advertiseToAll() + [.arm(.advertise, afterMilliseconds: configuration.advertiseIntervalMilliseconds)]
         case .localChange:
@@ -153,6 +161,8 @@ public struct FleetNode {
         case .timer(.snapshotWait):
             snapshotRequestExpired()
             return []
+        case .timer(.barrierHold(let epoch)):
+            return barrierHoldExpired(epoch: epoch)
         }
     }
 
@@ -258,7 +268,7 @@ public struct FleetNode {
             }
             guard let mine = try? replica.digest(of: declaration.name), mine != root else { continue }
             allEqual = false
-            outputs += startSession(with: peer, namespace: declaration)
+            outputs += isHoldingRecords ? [] : startSession(with: peer, namespace: declaration)
         }
         for name in theirs.keys where (try? replica.declaration(of: name)) == nil {
             allEqual = false
@@ -290,7 +300,15 @@ public struct FleetNode {
         }
     }
 
+    /// Between its ack (or, leading, its proposal) and the round's end, a device
+    /// applies no sibling's records (``BarrierState/held``): it starts no reconcile
+    /// and drops reconcile steps, whose sessions time out and start again later.
+    var isHoldingRecords: Bool { barrier.round != nil || barrier.held != nil }
+
     private mutating func receive(_ message: ReconcileMessage, from peer: DeviceID) -> [FleetOutput] {
+        guard !isHoldingRecords else {
+            return logOnce(.reconcileHeld, peer: peer, namespace: message.namespace, "a barrier round is open; records wait until it ends")
+        }
         guard let declaration = try? replica.declaration(of: message.namespace), declaration.kind == message.kind else {
             return logOnce(.undeclaredNamespace, peer: peer, namespace: message.namespace, "a reconcile for a namespace not declared here as \(message.kind) was refused")
         }

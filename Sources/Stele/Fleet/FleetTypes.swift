@@ -101,6 +101,9 @@ public enum FleetTimer: Sendable, Hashable {
     case barrierBackoff
     /// A sibling asked for a snapshot has not answered.
     case snapshotWait
+    /// This device acked a round and has heard no commit for too long: it
+    /// withdraws its ack and applies siblings' records again; `epoch` names the ack.
+    case barrierHold(epoch: UInt64)
 }
 
 /// A notable event, reported through ``FleetOutput/log(_:)``.
@@ -119,6 +122,9 @@ public struct FleetEvent: Sendable, Equatable, CustomStringConvertible {
         case generationGap
         /// A reconcile was refused: a record in it broke the rules; nothing of it applied.
         case rejectedRecords
+        /// A reconcile waits: this device acked (or leads) a barrier round that is
+        /// still open, and applies no sibling's records until it ends (DESIGN §6).
+        case reconcileHeld
         /// A reconcile session started.
         case sessionStarted
         /// A reconcile session ended; the message says how many rows changed here.

@@ -69,6 +69,16 @@ extension Replica {
         return ack
     }
 
+    /// Forgets the ack of `round`, if it is the one recorded: a commit of it is then
+    /// ignored (``commit(round:digest:generation:knowledge:)`` answers `notAcked`).
+    public func withdrawAck(round: RoundNonce) throws {
+        try write {
+            try connection.execute(
+                "UPDATE barrier SET acked_round = NULL, acked_digest = NULL, acked_generation = NULL, watermark = 0 WHERE id = 1 AND acked_round = ?",
+                [.blob(round.bytes)])
+        }
+    }
+
     /// Carries out a commit of `round` to `generation` (DESIGN §6): only for the
     /// round acked last; the generation is adopted (never moved backwards); the
     /// tombstones the ack vouched for are dropped only if the content digest is
