@@ -2,8 +2,9 @@ import CCrypto
 
 /// The account key (001 §7's BackupKey): 32 random bytes the account's devices
 /// share, which seal the anchor's snapshot and sibling-served snapshots with
-/// AES-256-GCM. It lives outside the replica file, so restoring a replica from a
-/// backup does not lose it (the key store comes with the roster issue).
+/// AES-256-GCM. It lives outside the replica file, in the device's ``KeyRing``
+/// (``KeyStore``), so restoring a replica from a backup does not lose it; a
+/// revoke rotates it (``WrappedAccountKey``).
 public struct AccountKey: Sendable, Equatable {
     public static let byteCount = 32
 

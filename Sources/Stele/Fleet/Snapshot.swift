@@ -1,5 +1,6 @@
 /// A full snapshot of a replica's live content: the body of an anchor (001 §7),
-/// and later what a sibling serves a device that cannot reach the anchor.
+/// and what a sibling serves (sealed, ``SealedSnapshot``) a device that cannot
+/// reach the anchor or has just joined.
 ///
 /// Bytes: "STELESNP", a format byte, the generation it was taken for (varint),
 /// the ``Knowledge`` it reflects (what the fleet had seen when it agreed), the

@@ -15,7 +15,7 @@ public protocol Directory: AnyObject, Sendable {
     func found(_ roster: Roster) throws
     /// Appends a signed change. - Throws: ``RosterError`` when it does not hold against the roster; nothing changes.
     func append(_ change: RosterChange, to account: AccountID) throws
-    /// Stores an account key wrapped for one device, replacing an older one for that device.
+    /// Stores an account key wrapped for one device (one per device and epoch; the same again replaces it).
     func publish(_ key: WrappedAccountKey) throws
     /// The account keys wrapped for `device`, oldest first.
     func wrappedKeys(for device: DeviceID, of account: AccountID) throws -> [WrappedAccountKey]
