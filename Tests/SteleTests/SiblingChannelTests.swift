@@ -149,6 +149,11 @@ import TestSupport
         #expect(Hex.encode(okm) == "3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf34007208d5b887185865")
     }
 
+    @Test func hmacMatchesRFC4231() throws {
+        let mac = try KeyAgreement.hmac(key: Array("Jefe".utf8), Array("what do ya want for nothing?".utf8))
+        #expect(Hex.encode(mac) == "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")
+    }
+
     @Test func ed25519MatchesRFC8032() throws {
         let seed = Hex.decode("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60")!
         let publicKey = try KeyAgreement.signingPublicKey(seed: seed)

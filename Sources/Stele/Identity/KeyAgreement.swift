@@ -45,6 +45,16 @@ enum KeyAgreement {
         return output
     }
 
+    /// HMAC-SHA256 of `message` under `key` (32 bytes).
+    static func hmac(key: [UInt8], _ message: [UInt8]) throws -> [UInt8] {
+        var output = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 32
+        guard HMAC(EVP_sha256(), key, Int32(key.count), message, message.count, &output, &length) != nil, length == 32 else {
+            throw CryptoError.last("HMAC")
+        }
+        return output
+    }
+
     /// The Ed25519 public key of a 32-byte private seed.
     static func signingPublicKey(seed: [UInt8]) throws -> [UInt8] {
         guard let key = EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, nil, seed, seed.count) else {

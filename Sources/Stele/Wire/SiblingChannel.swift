@@ -10,13 +10,16 @@ import CCrypto
 /// - each ordered pair of devices (A → B) shares a directional key
 ///   `K = HKDF-SHA256(X25519(a, B), salt: account id, info: label ‖ A ‖ B)`;
 ///   only A and B can compute it, the account id binds it to one account and the
-///   order keeps a frame B sent to A from being reflected back to B as A's;
-/// - a frame draws a fresh 16-byte salt; `HKDF-SHA256(K, salt, "stele frame v1")`
-///   gives a 32-byte AES-256-GCM key used for this frame only (so the zero nonce
-///   is never reused under one key) and a 16-byte sender tag;
-/// - the receiver finds the sender by recomputing the tag with the key of each
-///   roster member (a handful of HKDF calls, no public-key operation once a
-///   pair's key is cached), then opens the body with that member's frame key.
+///   order keeps a frame B sent to A from being reflected back to B as A's; a
+///   tag key `T = HKDF-SHA256(K, salt: 32 zero bytes, info: "stele frame tag v1")`
+///   is derived from it once;
+/// - a frame draws a fresh 16-byte salt; its sender tag is the first 16 bytes of
+///   `HMAC-SHA256(T, version ‖ recipient ‖ salt)`, and `HKDF-SHA256(K, salt,
+///   "stele frame v1")` gives the 32-byte AES-256-GCM key of this frame alone
+///   (so the zero nonce is never reused under one key);
+/// - the receiver finds the sender by recomputing the tag with each roster
+///   member's tag key (one HMAC each, no public-key operation once a pair's keys
+///   are cached), then derives that member's frame key and opens the body.
 ///
 /// Wire form: version (1) ‖ recipient id (32) ‖ salt (16) ‖ sender tag (16) ‖
 /// ciphertext ‖ GCM tag (16); the first 65 bytes are the associated data.
@@ -29,6 +32,14 @@ public struct SiblingChannel: Sendable {
     static let headerCount = 1 + DeviceID.byteCount + saltCount + senderTagCount
     private static let pairLabel = Array("stele sibling channel v1".utf8)
     private static let frameLabel = Array("stele frame v1".utf8)
+    private static let tagLabel = Array("stele frame tag v1".utf8)
+    private static let zeroSalt = [UInt8](repeating: 0, count: 32)
+
+    /// A pair's directional key and the tag key derived from it.
+    private struct PairKeys: Sendable {
+        let frame: [UInt8]
+        let tag: [UInt8]
+    }
     private static let zeroNonce = [UInt8](repeating: 0, count: Sealing.nonceCount)
 
     public let identity: DeviceIdentity
@@ -38,8 +49,8 @@ public struct SiblingChannel: Sendable {
     /// Devices taken off the roster: their frames are refused by name.
     public private(set) var revoked: Set<DeviceID>
     /// Directional pair keys, computed on first use (one X25519 each).
-    private var outgoing: [DeviceID: [UInt8]] = [:]
-    private var incoming: [DeviceID: [UInt8]] = [:]
+    private var outgoing: [DeviceID: PairKeys] = [:]
+    private var incoming: [DeviceID: PairKeys] = [:]
 
     public init(identity: DeviceIdentity, account: AccountID, members: Set<DeviceID> = [], revoked: Set<DeviceID> = []) {
         self.identity = identity
@@ -66,14 +77,14 @@ public struct SiblingChannel: Sendable {
 
     /// With a given salt: for tests that need fixed output.
     mutating func seal(_ frame: [UInt8], to recipient: DeviceID, salt: [UInt8]) throws -> [UInt8] {
-        let pair = try outgoingKey(to: recipient)
-        let material = try KeyAgreement.hkdf(key: pair, salt: salt, info: Self.frameLabel, count: 32 + Self.senderTagCount)
+        let pair = try outgoingKeys(to: recipient)
         var header: [UInt8] = [Self.version]
         header.reserveCapacity(Self.headerCount + frame.count + Sealing.tagCount)
         header += recipient.bytes
         header += salt
-        header += material[32...]
-        return header + Sealing.seal(frame, keyBytes: Array(material[..<32]), associated: header, nonce: Self.zeroNonce)
+        header += try KeyAgreement.hmac(key: pair.tag, header).prefix(Self.senderTagCount)
+        let key = try KeyAgreement.hkdf(key: pair.frame, salt: salt, info: Self.frameLabel, count: 32)
+        return header + Sealing.seal(frame, keyBytes: key, associated: header, nonce: Self.zeroNonce)
     }
 
     /// Opens a sealed frame addressed to this device.
@@ -87,45 +98,46 @@ public struct SiblingChannel: Sendable {
         guard recipient == identity.deviceID else { throw .wrongRecipient(recipient) }
         let saltStart = 1 + DeviceID.byteCount
         let salt = Array(sealed[saltStart..<(saltStart + Self.saltCount)])
+        let tagged = Array(sealed[..<(saltStart + Self.saltCount)])
         let tag = sealed[(saltStart + Self.saltCount)..<Self.headerCount]
         for candidate in members.sorted() {
-            guard let material = try? frameMaterial(from: candidate, salt: salt), KeyAgreement.constantTimeEqual(Array(material[32...]), tag) else { continue }
-            guard
-                let frame = Sealing.open(
-                    sealed[Self.headerCount...], keyBytes: Array(material[..<32]), associated: Array(sealed[..<Self.headerCount]), nonce: Self.zeroNonce)
+            guard let pair = try? incomingKeys(from: candidate), let mine = try? KeyAgreement.hmac(key: pair.tag, tagged),
+                KeyAgreement.constantTimeEqual(Array(mine.prefix(Self.senderTagCount)), tag)
+            else { continue }
+            guard let key = try? KeyAgreement.hkdf(key: pair.frame, salt: salt, info: Self.frameLabel, count: 32),
+                let frame = Sealing.open(sealed[Self.headerCount...], keyBytes: key, associated: Array(sealed[..<Self.headerCount]), nonce: Self.zeroNonce)
             else { throw .tampered(sender: candidate) }
             return (candidate, frame)
         }
         for candidate in revoked.sorted() {
-            if let material = try? frameMaterial(from: candidate, salt: salt), KeyAgreement.constantTimeEqual(Array(material[32...]), tag) {
+            if let pair = try? incomingKeys(from: candidate), let mine = try? KeyAgreement.hmac(key: pair.tag, tagged),
+                KeyAgreement.constantTimeEqual(Array(mine.prefix(Self.senderTagCount)), tag)
+            {
                 throw .revokedSender(candidate)
             }
         }
         throw .unknownSender
     }
 
-    private mutating func frameMaterial(from sender: DeviceID, salt: [UInt8]) throws -> [UInt8] {
-        try KeyAgreement.hkdf(key: try incomingKey(from: sender), salt: salt, info: Self.frameLabel, count: 32 + Self.senderTagCount)
+    private mutating func outgoingKeys(to recipient: DeviceID) throws -> PairKeys {
+        if let keys = outgoing[recipient] { return keys }
+        let keys = try pairKeys(secretWith: recipient, from: identity.deviceID, to: recipient)
+        outgoing[recipient] = keys
+        return keys
     }
 
-    private mutating func outgoingKey(to recipient: DeviceID) throws -> [UInt8] {
-        if let key = outgoing[recipient] { return key }
-        let key = try pairKey(secretWith: recipient, from: identity.deviceID, to: recipient)
-        outgoing[recipient] = key
-        return key
-    }
-
-    private mutating func incomingKey(from sender: DeviceID) throws -> [UInt8] {
-        if let key = incoming[sender] { return key }
-        let key = try pairKey(secretWith: sender, from: sender, to: identity.deviceID)
+    private mutating func incomingKeys(from sender: DeviceID) throws -> PairKeys {
+        if let keys = incoming[sender] { return keys }
+        let keys = try pairKeys(secretWith: sender, from: sender, to: identity.deviceID)
         // Bounded by the roster and the revoked list, which are the only senders tried.
-        incoming[sender] = key
-        return key
+        incoming[sender] = keys
+        return keys
     }
 
-    private func pairKey(secretWith peer: DeviceID, from sender: DeviceID, to recipient: DeviceID) throws -> [UInt8] {
+    private func pairKeys(secretWith peer: DeviceID, from sender: DeviceID, to recipient: DeviceID) throws -> PairKeys {
         let secret = try KeyAgreement.sharedSecret(privateKey: identity.privateKey, peer: peer)
-        return try KeyAgreement.hkdf(key: secret, salt: account.bytes, info: Self.pairLabel + sender.bytes + recipient.bytes, count: 32)
+        let frame = try KeyAgreement.hkdf(key: secret, salt: account.bytes, info: Self.pairLabel + sender.bytes + recipient.bytes, count: 32)
+        return PairKeys(frame: frame, tag: try KeyAgreement.hkdf(key: frame, salt: Self.zeroSalt, info: Self.tagLabel, count: 32))
     }
 }
 
