@@ -88,11 +88,12 @@ public struct FleetNode {
 
     /// Seals every frame among `outputs` for its recipient (a node with a channel).
     private mutating func seal(_ outputs: [FleetOutput]) -> [FleetOutput] {
-        guard channel != nil else { return outputs }
+        guard var channel else { return outputs }
+        defer { self.channel = channel }
         return outputs.map { output in
             guard case let .send(recipient, bytes) = output else { return output }
             do {
-                return .send(to: recipient, bytes: try channel!.seal(bytes, to: recipient))
+                return .send(to: recipient, bytes: try channel.seal(bytes, to: recipient))
             } catch {
                 return .log(FleetEvent(kind: .rejectedSeal, peer: recipient, namespace: nil, message: "could not seal a frame for this device: \(error)"))
             }
@@ -131,13 +132,15 @@ public struct FleetNode {
             sessions[key] = nil
             return [.log(FleetEvent(kind: .sessionTimedOut, peer: peer, namespace: namespace, message: "no reply within \(configuration.sessionTimeoutMilliseconds) ms; dropped"))]
         case .sealed(let bytes):
-            guard channel != nil else {
+            guard var channel else {
                 return [.log(FleetEvent(kind: .rejectedSeal, peer: nil, namespace: nil, message: "sealed bytes reached a node built without a channel; refused"))]
             }
             let opened: (sender: DeviceID, frame: [UInt8])
             do {
-                opened = try channel!.open(bytes)
+                opened = try channel.open(bytes)
+                self.channel = channel
             } catch {
+                self.channel = channel
                 // A revoked device is named: whoever watches can tell it is still talking.
                 if case .revokedSender(let device) = error { return logOnce(.unknownDevice, peer: device, namespace: nil, error.description) }
                 return logOnce(.rejectedSeal, peer: nil, namespace: nil, error.description)
