@@ -48,6 +48,13 @@ struct BarrierState {
     /// sibling's records: a row it took in after acking, whose maker then deleted
     /// it and acked the agreed digest, would outlive the tombstone the maker drops.
     var held: (round: RoundNonce, epoch: UInt64)?
+    /// The round of the ack this device recorded (leading or not) whose commit it
+    /// has not seen. The first sibling record it applies once the hold is over
+    /// withdraws that ack: a commit, or the adoption of that round's anchor, then
+    /// no longer counts on content that has since taken records in (recovery
+    /// imports the anchor's snapshot instead). Until then a late commit is as
+    /// good as a timely one, and a missed one is adopted without an import.
+    var outstanding: RoundNonce?
 }
 
 extension FleetNode {
@@ -124,6 +131,7 @@ extension FleetNode {
             let proposal = BarrierProposal(round: RoundNonce.generate(using: &random), digest: digest, generation: replica.generation + 1)
             // The leader acks its own round: its watermark is taken now.
             try replica.recordAck(round: proposal.round, digest: digest, generation: proposal.generation)
+            barrier.outstanding = proposal.round
             nextEpoch += 1
             barrier.round = BarrierState.Round(
                 proposal: proposal, members: roster, acks: [replica.device: digest], knowledge: try replica.knowledge(), epoch: nextEpoch)
@@ -220,19 +228,25 @@ extension FleetNode {
         return outputs + noteChange()
     }
 
-    /// No commit came for the round this device acked: it withdraws the ack (a
-    /// commit arriving later is then ignored, and the anchor, if that round wrote
-    /// one, is recovered from like any missed round) and takes siblings' records again.
+    /// No commit came for the round this device acked: it takes siblings' records
+    /// again (the first one withdraws the ack, ``BarrierState/outstanding``).
     mutating func barrierHoldExpired(epoch: UInt64) -> [FleetOutput] {
         guard let held = barrier.held, held.epoch == epoch else { return [] }
         barrier.held = nil
-        var message = "no commit of round \(held.round) within \(2 * configuration.barrierRoundMilliseconds) ms: its ack is withdrawn"
-        do {
-            try replica.withdrawAck(round: held.round)
-        } catch {
-            message += " (could not record that: \(error))"
-        }
+        let message = "no commit of round \(held.round) within \(configuration.barrierRoundMilliseconds) ms: siblings' records are taken again"
         return [.log(FleetEvent(kind: .barrierIgnored, peer: nil, namespace: nil, message: message))] + noteChange()
+    }
+
+    /// Before the first sibling record after an unresolved ack: the ack is withdrawn.
+    mutating func withdrawOutstandingAck() -> [FleetOutput] {
+        guard let round = barrier.outstanding else { return [] }
+        barrier.outstanding = nil
+        do {
+            try replica.withdrawAck(round: round)
+            return [.log(FleetEvent(kind: .barrierIgnored, peer: nil, namespace: nil, message: "the ack of round \(round) is withdrawn: siblings' records come in, and no commit came"))]
+        } catch {
+            return [.log(FleetEvent(kind: .barrierIgnored, peer: nil, namespace: nil, message: "could not withdraw the ack of round \(round): \(error)"))]
+        }
     }
 
     mutating func barrierBackoffFired() -> [FleetOutput] {
@@ -277,6 +291,7 @@ extension FleetNode {
         do {
             let digest = try replica.contentDigest()
             try replica.recordAck(round: proposal.round, digest: digest, generation: proposal.generation)
+            barrier.outstanding = proposal.round
             // Bounded: a device acks one round per proposal the leader makes.
             if barrier.answered.count >= 4_096 { barrier.answered.removeAll() }
             barrier.answered.insert(proposal.round)
@@ -285,8 +300,9 @@ extension FleetNode {
             if let held = barrier.held { outputs.append(.cancel(.barrierHold(epoch: held.epoch))) }
             nextEpoch += 1
             barrier.held = (proposal.round, nextEpoch)
-            // Longer than the leader's whole round, so a commit sent in time finds the hold.
-            outputs.append(.arm(.barrierHold(epoch: nextEpoch), afterMilliseconds: 2 * configuration.barrierRoundMilliseconds))
+            // As long as the leader's round: a commit later than that finds the ack
+            // withdrawn and is ignored, and its anchor is recovered from like a missed round.
+            outputs.append(.arm(.barrierHold(epoch: nextEpoch), afterMilliseconds: configuration.barrierRoundMilliseconds))
             return outputs
         } catch {
             return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "could not ack: \(error)"))]
@@ -307,6 +323,7 @@ extension FleetNode {
             barrier.held = nil
             released = [.cancel(.barrierHold(epoch: held.epoch))] + noteChange()
         }
+        if barrier.outstanding == proposal.round { barrier.outstanding = nil }
         return released + carryOutCommit(commit, from: peer)
     }
 

@@ -202,6 +202,7 @@ extension FleetNode {
             barrier.held = nil
             released = [.cancel(.barrierHold(epoch: held.epoch))]
         }
+        barrier.outstanding = nil
         recovery.failure = nil
         recovery.rolledBack = false
         recovery.requested = nil

@@ -112,8 +112,9 @@ public struct FleetNode {
             if let ack = try? replica.lastAck(), ack.generation > replica.generation {
                 nextEpoch += 1
                 barrier.held = (ack.round, nextEpoch)
+                barrier.outstanding = ack.round
                 barrier.answered.insert(ack.round)
-                held = [.arm(.barrierHold(epoch: nextEpoch), afterMilliseconds: 2 * configuration.barrierRoundMilliseconds)]
+                held = [.arm(.barrierHold(epoch: nextEpoch), afterMilliseconds: configuration.barrierRoundMilliseconds)]
             }
             // A device alone triggers its own rounds (DESIGN §6); every device checks
             // the anchor at launch (a restore is a relaunch).
@@ -305,12 +306,16 @@ public struct FleetNode {
 
     /// Between its ack (or, leading, its proposal) and the round's end, a device
     /// applies no sibling's records (``BarrierState/held``): it starts no reconcile
-    /// and drops reconcile steps, whose sessions time out and start again later.
+    /// and answers reconcile steps with an empty one that ends the peer's session.
     var isHoldingRecords: Bool { barrier.round != nil || barrier.held != nil }
 
     private mutating func receive(_ message: ReconcileMessage, from peer: DeviceID) -> [FleetOutput] {
         guard !isHoldingRecords else {
-            return logOnce(.reconcileHeld, peer: peer, namespace: message.namespace, "a barrier round is open; records wait until it ends")
+            // An empty step ends the peer's session now rather than at its timeout;
+            // this device advertises when the round ends, and the reconcile starts again.
+            let end = ReconcileMessage(session: message.session, namespace: message.namespace, kind: message.kind, generation: message.generation)
+            return (message.needsReply ? [.send(to: peer, bytes: FrameCodec.encode(.reconcile(end)))] : [])
+                + logOnce(.reconcileHeld, peer: peer, namespace: message.namespace, "a barrier round is open; records wait until it ends")
         }
         guard let declaration = try? replica.declaration(of: message.namespace), declaration.kind == message.kind else {
             return logOnce(.undeclaredNamespace, peer: peer, namespace: message.namespace, "a reconcile for a namespace not declared here as \(message.kind) was refused")
@@ -331,11 +336,13 @@ public struct FleetNode {
         } else {
             session = Session(id: message.session, initiator: peer)
         }
+        // Records may come in now: an ack whose commit never came stops vouching for this content.
+        let withdrawn = withdrawOutstandingAck()
         do {
             let source = try NamespaceSync(replica: replica, declaration: declaration)
             let before = session.progress.changed
             let reply = try ReconcileEngine.respond(to: message, source: source, progress: &session.progress)
-            var outputs: [FleetOutput] = []
+            var outputs: [FleetOutput] = withdrawn
             if session.progress.changed > before { outputs += noteChange() }
             // A reply that asks nothing back ends the session here; with nothing to
             // say at all, an empty reply tells a peer that is waiting that it is over.
@@ -355,7 +362,7 @@ public struct FleetNode {
             return outputs
         } catch {
             sessions[key] = nil
-            return [.log(FleetEvent(kind: .rejectedRecords, peer: peer, namespace: message.namespace, message: "reconcile refused: \(error)"))]
+            return withdrawn + [.log(FleetEvent(kind: .rejectedRecords, peer: peer, namespace: message.namespace, message: "reconcile refused: \(error)"))]
         }
     }
 
