@@ -1,0 +1,233 @@
+/// Messages are event-sourced (000 §6, DESIGN §7): immutable ops, and a
+/// message's row is the fold of its ops in (opTime, opID) order, never arrival
+/// order. This file holds the ops, the folded row and the fold itself, as pure
+/// values; storing ops and replicating them is the `messages` namespace's part.
+
+/// 16 bytes naming one op. Ops with the same time fold in the byte order of their ids.
+public struct MessageOpID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    public static let byteCount = 16
+
+    public let bytes: [UInt8]
+
+    /// - Throws: ``CodecError`` unless `bytes` holds exactly 16 bytes.
+    public init(bytes: some Collection<UInt8>) throws {
+        guard bytes.count == Self.byteCount else {
+            throw CodecError(.valueOutOfRange, "a message op id is \(Self.byteCount) bytes, got \(bytes.count)")
+        }
+        self.bytes = Array(bytes)
+    }
+
+    /// A fresh id from `generator`.
+    public static func generate<Generator: RandomNumberGenerator>(using generator: inout Generator) -> MessageOpID {
+        MessageOpID(unchecked: generator.bytes(byteCount))
+    }
+
+    private init(unchecked bytes: [UInt8]) { self.bytes = bytes }
+
+    /// 000 §6: a same-millisecond tie is broken byte-lexicographically.
+    public static func < (lhs: MessageOpID, rhs: MessageOpID) -> Bool { lhs.bytes.lexicographicallyPrecedes(rhs.bytes) }
+
+    public var description: String { Hex.encode(bytes.prefix(4)) }
+}
+
+/// How far a message is deleted: everyone (2) > me (1) > live (0); the stronger wins (000 §6).
+public enum DeleteScope: UInt8, Comparable, Sendable {
+    case live = 0
+    case me = 1
+    case everyone = 2
+
+    public static func < (lhs: DeleteScope, rhs: DeleteScope) -> Bool { lhs.rawValue < rhs.rawValue }
+}
+
+/// One immutable op on one message.
+public struct MessageOp: Sendable, Equatable {
+    public enum Action: Sendable, Equatable {
+        /// The message itself: who wrote it and what.
+        case post(author: String, body: [UInt8])
+        case edit(body: [UInt8])
+        /// Delete for me (`.me`, to this account's devices only) or for everyone.
+        case delete(DeleteScope)
+        case react(reactor: String, emoji: String)
+        case unreact(reactor: String)
+    }
+
+    public let id: MessageOpID
+    public let message: String
+    /// The op time (milliseconds): with the id, the order the fold takes.
+    public let time: Int64
+    public let action: Action
+
+    public init(id: MessageOpID, message: String, time: Int64, action: Action) {
+        self.id = id
+        self.message = message
+        self.time = time
+        self.action = action
+    }
+
+    /// Whether this op folds before `other`: (opTime, opID).
+    public func precedes(_ other: MessageOp) -> Bool { (time, id) < (other.time, other.id) }
+
+    /// The op with its body removed: what a delete for everyone leaves of a post or an edit.
+    public var purged: MessageOp {
+        switch action {
+        case .post(let author, _): MessageOp(id: id, message: message, time: time, action: .post(author: author, body: []))
+        case .edit: MessageOp(id: id, message: message, time: time, action: .edit(body: []))
+        case .delete, .react, .unreact: self
+        }
+    }
+}
+
+/// A reactor's register (000 §5): the latest reaction or removal.
+public struct Reaction: Sendable, Equatable {
+    /// `nil` for a removal.
+    public let emoji: String?
+    public let time: Int64
+
+    public var isRemoval: Bool { emoji == nil }
+
+    /// The register's total order: newer wins; on a tie a removal beats a
+    /// reaction; then the larger emoji.
+    public func beats(_ other: Reaction) -> Bool {
+        if time != other.time { return time > other.time }
+        switch (emoji, other.emoji) {
+        case (nil, nil): return false
+        case (nil, _): return true
+        case (_, nil): return false
+        case let (mine?, theirs?): return theirs.utf8.lexicographicallyPrecedes(mine.utf8)
+        }
+    }
+}
+
+/// A message as its ops fold: what reads show and what the digest hashes.
+public struct MessageRow: Sendable, Equatable {
+    public let message: String
+    public let author: String
+    public let postedAt: Int64
+    public fileprivate(set) var body: [UInt8]
+    /// The winning edit, `nil` before any edit and on a deleted row.
+    public fileprivate(set) var editedAt: Int64?
+    public fileprivate(set) var editOp: MessageOpID?
+    public fileprivate(set) var scope: DeleteScope = .live
+    /// Each reactor's register; empty on a deleted row.
+    public fileprivate(set) var reactions: [String: Reaction] = [:]
+
+    public var isDeleted: Bool { scope != .live }
+
+    /// The reactions shown: reactor → emoji.
+    public var shownReactions: [String: String] { reactions.compactMapValues(\.emoji) }
+
+    /// The canonical bytes the digest hashes (000 §6). A deleted row is identity
+    /// and scope only, so a device that saw edit-then-delete and one that saw
+    /// only the delete hash alike.
+    public var leaf: [UInt8] {
+        var writer = ByteWriter(capacity: 64 + body.count)
+        for text in [message, author] {
+            writer.appendVarint(UInt64(text.utf8.count))
+            writer.append(text.utf8)
+        }
+        writer.appendBigEndian(UInt64(bitPattern: postedAt))
+        writer.append(scope.rawValue)
+        guard scope == .live else { return writer.bytes }
+        writer.appendVarint(UInt64(body.count))
+        writer.append(body)
+        if let editedAt, let editOp {
+            writer.append(1)
+            writer.appendBigEndian(UInt64(bitPattern: editedAt))
+            writer.append(editOp.bytes)
+        } else {
+            writer.append(0)
+        }
+        writer.appendVarint(UInt64(reactions.count))
+        for (reactor, reaction) in reactions.sorted(by: { Array($0.key.utf8).lexicographicallyPrecedes(Array($1.key.utf8)) }) {
+            writer.appendVarint(UInt64(reactor.utf8.count))
+            writer.append(reactor.utf8)
+            writer.appendBigEndian(UInt64(bitPattern: reaction.time))
+            let emoji = reaction.emoji.map { Array($0.utf8) }
+            writer.append(emoji == nil ? 0 : 1)
+            writer.appendVarint(UInt64(emoji?.count ?? 0))
+            writer.append(emoji ?? [])
+        }
+        return writer.bytes
+    }
+}
+
+/// The fold (000 §6).
+public enum MessageFold {
+    /// The row `ops` fold to, whatever order they come in; `nil` while no post of
+    /// the message is among them (its other ops wait as orphans). Ops of another
+    /// message than the post's are ignored.
+    public static func fold(_ ops: some Sequence<MessageOp>) -> MessageRow? {
+        let ordered = ops.sorted { $0.precedes($1) }
+        // The earliest post is the message; a later one with the same id changes nothing.
+        guard let post = ordered.first(where: { if case .post = $0.action { true } else { false } }),
+            case let .post(author, body) = post.action
+        else { return nil }
+        var row = MessageRow(message: post.message, author: author, postedAt: post.time, body: body)
+        for op in ordered where op.message == post.message && op.id != post.id {
+            apply(op, to: &row)
+        }
+        return row
+    }
+
+    static func apply(_ op: MessageOp, to row: inout MessageRow) {
+        switch op.action {
+        case .post:
+            return
+        case .edit(let body):
+            // Any delete is absorbing: no later edit applies.
+            guard row.scope == .live else { return }
+            if let editedAt = row.editedAt, let editOp = row.editOp, (op.time, op.id) < (editedAt, editOp) { return }
+            row.body = body
+            row.editedAt = op.time
+            row.editOp = op.id
+        case .delete(let scope):
+            guard scope > row.scope else { return }
+            row.scope = scope
+            // Canonical: edit fields and reactions cleared; for everyone the body is purged.
+            row.editedAt = nil
+            row.editOp = nil
+            row.reactions = [:]
+            if scope == .everyone { row.body = [] }
+        case let .react(reactor, emoji):
+            register(Reaction(emoji: emoji, time: op.time), for: reactor, in: &row)
+        case .unreact(let reactor):
+            register(Reaction(emoji: nil, time: op.time), for: reactor, in: &row)
+        }
+    }
+
+    private static func register(_ reaction: Reaction, for reactor: String, in row: inout MessageRow) {
+        guard row.scope == .live else { return }
+        if let current = row.reactions[reactor], !reaction.beats(current) { return }
+        row.reactions[reactor] = reaction
+    }
+}
+
+/// The ops one device holds for one message: insert-if-absent by op id, folded
+/// on demand. A delete for everyone purges the body of every post and edit held,
+/// and of any that arrives later (000 §6: "the content is gone").
+public struct MessageHistory: Sendable, Equatable {
+    public let message: String
+    public private(set) var ops: [MessageOpID: MessageOp] = [:]
+
+    public init(message: String) { self.message = message }
+
+    /// Whether a delete for everyone is among the ops.
+    public var isDeletedForEveryone: Bool { ops.values.contains { $0.action == .delete(.everyone) } }
+
+    /// Stores `op` unless it is held already or belongs to another message.
+    /// - Returns: whether anything was stored.
+    @discardableResult
+    public mutating func insert(_ op: MessageOp) -> Bool {
+        guard op.message == message, ops[op.id] == nil else { return false }
+        if op.action == .delete(.everyone) {
+            ops = ops.mapValues(\.purged)
+            ops[op.id] = op
+        } else {
+            ops[op.id] = isDeletedForEveryone ? op.purged : op
+        }
+        return true
+    }
+
+    /// The folded row, or `nil` while the post has not arrived.
+    public var row: MessageRow? { MessageFold.fold(ops.values) }
+}
