@@ -164,4 +164,24 @@ import TestSupport
             #expect(error.code == .unavailable)
         }
     }
+
+    @Test func aSiblingsSnapshotIsDeflatedSealedAndOpensOnlyWithAnAccountKey() throws {
+        let replica = try Fixtures.memoryReplica()
+        let notes = try replica.causal("notes")
+        try replica.write { for index in 0..<300 { try notes.put("note-\(index)", Array(repeating: UInt8(index % 7), count: 200)) } }
+        let snapshot = try Snapshot.take(of: replica, generation: 3, knowledge: Knowledge())
+        let old = AccountKey.generate()
+        let sealed = SealedSnapshot(snapshot, account: replica.account, key: Self.key)
+        // Deflated before sealing: far smaller than the snapshot itself.
+        #expect(sealed.sealed.count < snapshot.encoded.count / 4)
+        #expect(try sealed.open(account: replica.account, keys: [old, Self.key]) == snapshot)
+        #expect(throws: AnchorError.self) { _ = try sealed.open(account: replica.account, keys: [old]) }
+        #expect(throws: AnchorError.self) { _ = try sealed.open(account: Fixtures.account(77), keys: [Self.key]) }
+        // The generation in the clear is bound to the body.
+        let relabelled = SealedSnapshot(generation: 4, sealed: sealed.sealed)
+        #expect(throws: AnchorError.self) { _ = try relabelled.open(account: replica.account, keys: [Self.key]) }
+        var flipped = sealed.sealed
+        flipped[flipped.count / 2] ^= 1
+        #expect(throws: AnchorError.self) { _ = try SealedSnapshot(generation: 3, sealed: flipped).open(account: replica.account, keys: [Self.key]) }
+    }
 }

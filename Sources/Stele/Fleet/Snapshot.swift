@@ -91,9 +91,21 @@ public struct SealedSnapshot: Sendable, Equatable {
     }
 
     /// Seals `snapshot` for `account` with `key`.
+    /// The snapshot is deflated before it is sealed (ciphertext does not
+    /// compress, so the frame codec's own compression cannot help it).
     public init(_ snapshot: Snapshot, account: AccountID, key: AccountKey) {
         generation = snapshot.generation
-        sealed = Sealing.seal(snapshot.encoded, key: key, associated: Self.associated(account: account, generation: snapshot.generation))
+        let encoded = snapshot.encoded
+        var body = ByteWriter(capacity: encoded.count / 2 + 16)
+        if let deflated = Compression.deflate(encoded), deflated.count < encoded.count {
+            body.append(1)
+            body.appendVarint(UInt64(encoded.count))
+            body.append(deflated)
+        } else {
+            body.append(0)
+            body.append(encoded)
+        }
+        sealed = Sealing.seal(body.bytes, key: key, associated: Self.associated(account: account, generation: snapshot.generation))
     }
 
     /// Opens the body with the first of `keys` that authenticates it (the newest first).
@@ -102,8 +114,25 @@ public struct SealedSnapshot: Sendable, Equatable {
     public func open(account: AccountID, keys: [AccountKey]) throws -> Snapshot {
         let associated = Self.associated(account: account, generation: generation)
         for key in keys.reversed() {
-            guard let bytes = Sealing.open(sealed[...], key: key, associated: associated) else { continue }
-            let snapshot = try Snapshot(decoding: bytes)
+            guard let body = Sealing.open(sealed[...], key: key, associated: associated) else { continue }
+            let snapshot: Snapshot
+            do {
+                var reader = ByteReader(body)
+                let compressed = try reader.readBytes(1, "snapshot compression flag").first ?? 0
+                switch compressed {
+                case 0: snapshot = try Snapshot(decoding: Array(body.dropFirst()))
+                case 1:
+                    let count = try reader.readVarint("snapshot length")
+                    guard count <= UInt64(AnchorFile.maximumCount) else { throw CodecError(.countTooLarge, "a snapshot of \(count) bytes") }
+                    let bytes = try Compression.inflate(try reader.readBytes(reader.remaining, "snapshot"), expectedCount: Int(count), limit: AnchorFile.maximumCount)
+                    snapshot = try Snapshot(decoding: bytes)
+                default: throw CodecError(.valueOutOfRange, "snapshot compression flag \(compressed)")
+                }
+            } catch let error as AnchorError {
+                throw error
+            } catch {
+                throw AnchorError(.damaged, "the sibling's snapshot opened but does not decode: \(error)")
+            }
             guard snapshot.generation == generation else {
                 throw AnchorError(.damaged, "the sealed snapshot holds generation \(snapshot.generation), its frame says \(generation)")
             }
