@@ -169,8 +169,10 @@ public final class Simulation {
     /// The longest-standing other member signs the revocation and rotates the
     /// account key: the new one is wrapped for every remaining member, never for
     /// the revoked device, so anchors sealed from now on are closed to it.
+    /// - Throws: ``RosterError`` `lastMember` when no other device is left to sign it.
     public func revoke(_ name: String) throws {
-        guard let device = device(name), !device.isRevoked, let revoker = devices.first(where: { $0 !== device }) else { return }
+        guard let device = device(name), !device.isRevoked else { return }
+        guard let revoker = devices.first(where: { $0 !== device }) else { throw RosterError.lastMember(device.id) }
         let current = try directory.roster(of: account)
         try directory.append(try RosterChange.revocation(of: device.id, by: revoker.identity, account: account, index: current.version), to: account)
         device.isRevoked = true

@@ -178,6 +178,19 @@ import TestSupport
         #expect(laptop.node.channel?.revoked == [try #require(simulation.device("tablet")).id])
     }
 
+    @Test func theLastDeviceCannotBeRevoked() throws {
+        let simulation = try Simulation(seed: 6)
+        try simulation.declare("notes", .causal)
+        let phone = try simulation.addDevice("phone")
+        #expect(throws: RosterError.lastMember(phone.id)) { try simulation.revoke("phone") }
+        #expect(simulation.devices.map(\.name) == ["phone"])
+        // A device revoked already stays so, quietly.
+        try simulation.addDevice("laptop")
+        try simulation.revoke("laptop")
+        try simulation.revoke("laptop")
+        #expect(simulation.devices.map(\.name) == ["phone"])
+    }
+
     private func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
         guard needle.count <= haystack.count else { return false }
         return (0...(haystack.count - needle.count)).contains { Array(haystack[$0..<($0 + needle.count)]) == needle }
