@@ -197,13 +197,14 @@ public final class Simulation {
     private func updateRosters() throws {
         let read = try directory.roster(of: account)
         for device in devices {
-            var ring = try device.keys.load() ?? KeyRing(identity: device.identity)
+            let stored = try device.keys.load()
+            var ring = stored ?? KeyRing(identity: device.identity)
             let roster = try ring.roster?.adopting(read) ?? read
             ring.roster = roster
             for wrapped in try directory.wrappedKeys(for: device.id, of: account) where ring.accountKeys[wrapped.epoch] == nil {
                 ring.insert(try wrapped.open(with: device.identity, roster: roster), epoch: wrapped.epoch)
             }
-            try device.keys.save(ring)
+            if ring != stored { try device.keys.save(ring) }
             device.node.updateAccountKeys(ring.orderedAccountKeys)
             carryOut(device.node.updateRoster(roster.members, revoked: roster.revoked), for: device)
         }

@@ -43,24 +43,15 @@ public final class DirectoryAnchorStore: AnchorStore {
 
     public func write(_ anchor: Anchor, key: AccountKey) throws {
         let bytes = AnchorFile.encode(anchor, key: key)
-        let destination = path(of: anchor.header.account)
-        let temporary = "\(destination).\(UInt64.random(in: 0...UInt64.max)).tmp"
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            guard FileManager.default.createFile(atPath: temporary, contents: nil) else {
-                throw AnchorError(.unavailable, "cannot create \(temporary)")
-            }
-            let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: temporary))
-            defer { try? handle.close() }
-            try handle.write(contentsOf: bytes)
-            try handle.synchronize()
-            guard rename(temporary, destination) == 0 else {
-                throw AnchorError(.unavailable, "cannot move the new anchor into place at \(destination): \(String(cString: strerror(errno)))")
-            }
         } catch {
-            try? FileManager.default.removeItem(atPath: temporary)
-            if let error = error as? AnchorError { throw error }
-            throw AnchorError(.unavailable, "cannot write the anchor in \(directory): \(error.localizedDescription); the previous anchor is unchanged")
+            throw AnchorError(.unavailable, "cannot create \(directory): \(error.localizedDescription)")
+        }
+        do {
+            try AtomicFile.replace(path(of: anchor.header.account), with: bytes)
+        } catch {
+            throw AnchorError(.unavailable, "cannot write the anchor in \(directory): \(error.message); the previous anchor is unchanged")
         }
     }
 

@@ -110,18 +110,10 @@ public final class FileKeyStore: KeyStore {
     }
 
     public func save(_ ring: KeyRing) throws {
-        let temporary = "\(path).\(UInt64.random(in: 0...UInt64.max)).tmp"
         do {
-            guard FileManager.default.createFile(atPath: temporary, contents: Data(ring.encoded), attributes: [.posixPermissions: 0o600]) else {
-                throw KeyStoreError(.unavailable, "cannot create \(temporary)")
-            }
-            guard rename(temporary, path) == 0 else {
-                throw KeyStoreError(.unavailable, "cannot move the key ring into place at \(path): \(String(cString: strerror(errno)))")
-            }
+            try AtomicFile.replace(path, with: ring.encoded, permissions: 0o600)
         } catch {
-            try? FileManager.default.removeItem(atPath: temporary)
-            if let error = error as? KeyStoreError { throw error }
-            throw KeyStoreError(.unavailable, "cannot write the key ring at \(path): \(error.localizedDescription); the previous one is unchanged")
+            throw KeyStoreError(.unavailable, "cannot write the key ring at \(path): \(error.message); the previous one is unchanged")
         }
     }
 }

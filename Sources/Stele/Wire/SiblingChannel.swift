@@ -45,9 +45,12 @@ public struct SiblingChannel: Sendable {
     public let identity: DeviceIdentity
     public let account: AccountID
     /// The devices whose frames are accepted: the account's roster, this device aside.
-    public private(set) var members: Set<DeviceID>
+    public var members: Set<DeviceID> { Set(orderedMembers) }
     /// Devices taken off the roster: their frames are refused by name.
-    public private(set) var revoked: Set<DeviceID>
+    public var revoked: Set<DeviceID> { Set(orderedRevoked) }
+    /// The same, in id order: the order senders are tried in, sorted once per roster change.
+    private var orderedMembers: [DeviceID]
+    private var orderedRevoked: [DeviceID]
     /// Directional pair keys, computed on first use (one X25519 each).
     private var outgoing: [DeviceID: PairKeys] = [:]
     private var incoming: [DeviceID: PairKeys] = [:]
@@ -55,15 +58,17 @@ public struct SiblingChannel: Sendable {
     public init(identity: DeviceIdentity, account: AccountID, members: Set<DeviceID> = [], revoked: Set<DeviceID> = []) {
         self.identity = identity
         self.account = account
-        self.members = members.subtracting([identity.deviceID])
-        self.revoked = revoked.subtracting(self.members)
+        orderedMembers = []
+        orderedRevoked = []
+        update(members: members, revoked: revoked)
     }
 
     /// Replaces the roster the channel accepts frames from. A device that left it
     /// is refused from now on, frames already in flight included.
     public mutating func update(members: Set<DeviceID>, revoked: Set<DeviceID>) {
-        self.members = members.subtracting([identity.deviceID])
-        self.revoked = revoked.subtracting(self.members)
+        let others = members.subtracting([identity.deviceID])
+        orderedMembers = others.sorted()
+        orderedRevoked = revoked.subtracting(others).sorted()
     }
 
     /// Seals `frame` for `recipient`.
@@ -100,7 +105,7 @@ public struct SiblingChannel: Sendable {
         let salt = Array(sealed[saltStart..<(saltStart + Self.saltCount)])
         let tagged = Array(sealed[..<(saltStart + Self.saltCount)])
         let tag = sealed[(saltStart + Self.saltCount)..<Self.headerCount]
-        for candidate in members.sorted() {
+        for candidate in orderedMembers {
             guard let pair = try? incomingKeys(from: candidate), let mine = try? KeyAgreement.hmac(key: pair.tag, tagged),
                 KeyAgreement.constantTimeEqual(Array(mine.prefix(Self.senderTagCount)), tag)
             else { continue }
@@ -109,7 +114,7 @@ public struct SiblingChannel: Sendable {
             else { throw .tampered(sender: candidate) }
             return (candidate, frame)
         }
-        for candidate in revoked.sorted() {
+        for candidate in orderedRevoked {
             if let pair = try? incomingKeys(from: candidate), let mine = try? KeyAgreement.hmac(key: pair.tag, tagged),
                 KeyAgreement.constantTimeEqual(Array(mine.prefix(Self.senderTagCount)), tag)
             {
