@@ -34,6 +34,7 @@ public struct BenchmarkSuite {
             figures: ["gc.round.3_devices", "gc.round.3_devices.frames", "gc.round.10_devices", "gc.round.10_devices.frames"],
             run: CollectionBenchmarks.rounds),
         Group(figures: ["crypto.seal_open.1k", "crypto.seal_open.64k", "crypto.overhead_bytes"], run: CryptoBenchmarks.run),
+        Group(figures: ["messages.fold", "messages.fold.in_order"], run: MessageBenchmarks.run),
         Group(figures: ["sim.throughput"], run: SimulatorBenchmark.run),
     ]
 

@@ -117,6 +117,10 @@ public final class Connection {
                 sql: "PRAGMA journal_mode", operation: .configure)
         }
         try execute("PRAGMA synchronous=\(configuration.synchronous)")
+        // Deleted content is overwritten, not left in free space: a delete must
+        // erase (DESIGN §4 "erasure, not only invisibility"). Debian's SQLite is
+        // built with this on; Apple's and others' are not, so it is set here.
+        try execute("PRAGMA secure_delete=ON")
     }
 
     // MARK: - The funnel

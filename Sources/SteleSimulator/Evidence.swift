@@ -8,6 +8,8 @@ protocol Evidence {
     func appendOnly(_ namespace: String, _ key: String) -> AppendOnlyRecord?
     func hasEvent(_ namespace: String, _ id: EventID) -> Bool
     func isBuried(_ namespace: String, _ group: String) -> Bool
+    /// The ids of the ops held of a message, `nil` when none are.
+    func messageOps(_ namespace: String, _ message: String) -> Set<MessageOpID>?
     /// Whether this is all of a fleet's content (an anchor's snapshot), where a
     /// missing row was deleted and its tombstone collected, rather than unknown.
     var isComplete: Bool { get }
@@ -26,6 +28,10 @@ struct StoreEvidence: Evidence {
     func appendOnly(_ namespace: String, _ key: String) -> AppendOnlyRecord? { (try? replica.appendOnly(namespace).record(key)) ?? nil }
     func hasEvent(_ namespace: String, _ id: EventID) -> Bool { ((try? replica.log(namespace).event(id)) ?? nil) != nil }
     func isBuried(_ namespace: String, _ group: String) -> Bool { (try? replica.log(namespace).isBuried(group)) ?? false }
+    func messageOps(_ namespace: String, _ message: String) -> Set<MessageOpID>? {
+        guard let ops = try? replica.messages(namespace).ops(of: message), !ops.isEmpty else { return nil }
+        return Set(ops.map(\.id))
+    }
 }
 
 /// An anchor's snapshot as evidence: the live content the fleet agreed on when
@@ -44,6 +50,7 @@ struct SnapshotEvidence: Evidence {
     func appendOnly(_ namespace: String, _ key: String) -> AppendOnlyRecord? { records.appendOnly(namespace, key) }
     func hasEvent(_ namespace: String, _ id: EventID) -> Bool { records.hasEvent(namespace, id) }
     func isBuried(_ namespace: String, _ group: String) -> Bool { records.isBuried(namespace, group) }
+    func messageOps(_ namespace: String, _ message: String) -> Set<MessageOpID>? { records.messageOps(namespace, message) }
 }
 
 /// The records of one frame in flight as evidence: what it would hand its
@@ -54,6 +61,7 @@ struct FrameEvidence: Evidence {
     private var appendOnlyRecords: [String: AppendOnlyRecord] = [:]
     private var events: Set<String> = []
     private var buried: Set<String> = []
+    private var messages: [String: Set<MessageOpID>] = [:]
 
     init(_ bytes: [UInt8]) {
         guard !bytes.isEmpty, case .reconcile(let message) = try? FrameCodec.decode(bytes) else { return }
@@ -69,15 +77,17 @@ struct FrameEvidence: Evidence {
             case .event(let event):
                 events.insert("\(namespace)/\(event.id)")
                 if event.isMarker { buried.insert("\(namespace)/\(event.group)") }
+            case .message(let record): messages["\(namespace)/\(record.message)", default: []].formUnion(record.ops.map(\.id))
             }
         }
     }
 
-    var isEmpty: Bool { causalRecords.isEmpty && lwwRecords.isEmpty && appendOnlyRecords.isEmpty && events.isEmpty }
+    var isEmpty: Bool { causalRecords.isEmpty && lwwRecords.isEmpty && appendOnlyRecords.isEmpty && events.isEmpty && messages.isEmpty }
 
     func causal(_ namespace: String, _ key: String) -> CausalRecord? { causalRecords["\(namespace)/\(key)"] }
     func lww(_ namespace: String, _ key: String) -> LWWRecord? { lwwRecords["\(namespace)/\(key)"] }
     func appendOnly(_ namespace: String, _ key: String) -> AppendOnlyRecord? { appendOnlyRecords["\(namespace)/\(key)"] }
     func hasEvent(_ namespace: String, _ id: EventID) -> Bool { events.contains("\(namespace)/\(id)") }
     func isBuried(_ namespace: String, _ group: String) -> Bool { buried.contains("\(namespace)/\(group)") }
+    func messageOps(_ namespace: String, _ message: String) -> Set<MessageOpID>? { messages["\(namespace)/\(message)"] }
 }

@@ -36,6 +36,8 @@ public final class Oracle {
             case append(id: EventID)
             case bury(marker: EventID)
             case appendOnly(value: [UInt8], stamp: WriteStamp)
+            /// One op of a message (the key is the message id).
+            case message(MessageOp)
         }
     }
 
@@ -70,7 +72,9 @@ public final class Oracle {
     /// - Throws: storage errors (the operation did not happen). A write the rules
     ///   refuse (a second appendOnly write, an append to a buried group) happens
     ///   nowhere and is not recorded.
-    public func perform(_ operation: WorkloadOperation, on replica: Replica, deviceName: String, time: Int64) throws {
+    /// - Returns: the rule's refusal, if the rules refused the write.
+    @discardableResult
+    public func perform(_ operation: WorkloadOperation, on replica: Replica, deviceName: String, time: Int64) throws -> ReplicaError? {
         func add(_ namespace: String, _ key: String, _ kind: Operation.Kind) {
             operations.append(Operation(id: operations.count, namespace: namespace, key: key, device: replica.device, deviceName: deviceName, time: time, kind: kind))
         }
@@ -83,7 +87,7 @@ public final class Oracle {
                     let dot = try replica.causal(namespace).put(key, bytes)
                     guard let record = try observe(replica, { try $0.causal(namespace).record(key) }),
                         let version = record.versions.first(where: { $0.dot == dot })
-                    else { return }
+                    else { return nil }
                     add(namespace, key, .causalPut(value: bytes, dot: dot, timestamp: version.timestamp, vector: record.vector))
                 case .lww:
                     add(namespace, key, .lww(value: bytes, stamp: try replica.lww(namespace).put(key, bytes)))
@@ -93,32 +97,48 @@ public final class Oracle {
                     try replica.local(namespace).put(key, bytes)
                 case .log:
                     add(namespace, key, .append(id: try replica.log(namespace).append(group: key, body: bytes)))
+                case .messages:
+                    return nil
                 }
             case let .delete(namespace, key):
                 switch try replica.declaration(of: namespace).kind {
                 case .causal:
-                    guard try replica.causal(namespace).delete(key) != nil, let record = try observe(replica, { try $0.causal(namespace).record(key) }) else { return }
+                    guard try replica.causal(namespace).delete(key) != nil, let record = try observe(replica, { try $0.causal(namespace).record(key) }) else { return nil }
                     add(namespace, key, .causalDelete(vector: record.vector))
                 case .lww:
-                    guard let stamp = try replica.lww(namespace).delete(key) else { return }
+                    guard let stamp = try replica.lww(namespace).delete(key) else { return nil }
                     add(namespace, key, .lww(value: nil, stamp: stamp))
                 case .log:
-                    guard let marker = try replica.log(namespace).bury(key) else { return }
+                    guard let marker = try replica.log(namespace).bury(key) else { return nil }
                     add(namespace, key, .bury(marker: marker))
                 case .local:
                     try replica.local(namespace).delete(key)
-                case .appendOnly:
-                    return
+                case .appendOnly, .messages:
+                    return nil
                 }
             case let .append(namespace, group, value):
                 add(namespace, group, .append(id: try replica.log(namespace).append(group: group, body: Array(value.utf8))))
             case let .bury(namespace, group):
-                guard let marker = try replica.log(namespace).bury(group) else { return }
+                guard let marker = try replica.log(namespace).bury(group) else { return nil }
                 add(namespace, group, .bury(marker: marker))
+            case let .post(namespace, message, text):
+                add(namespace, message, .message(try replica.messages(namespace).post(message, body: Array(text.utf8), author: deviceName)))
+            case let .edit(namespace, message, text):
+                add(namespace, message, .message(try replica.messages(namespace).edit(message, body: Array(text.utf8))))
+            case let .unsend(namespace, message, scope):
+                guard let op = try replica.messages(namespace).unsend(message, scope: scope) else { return nil }
+                add(namespace, message, .message(op))
+            case let .react(namespace, message, emoji):
+                add(namespace, message, .message(try replica.messages(namespace).react(message, emoji: emoji, as: deviceName)))
+            case let .unreact(namespace, message, _):
+                add(namespace, message, .message(try replica.messages(namespace).unreact(message, as: deviceName)))
             }
-        } catch let error as ReplicaError where [.appendOnlyIsFinal, .groupBuried].contains(error.code) {
-            return
+        } catch let error as ReplicaError
+            where [.appendOnlyIsFinal, .groupBuried, .messageExists, .messageMissing, .messageDeleted].contains(error.code)
+        {
+            return error
         }
+        return nil
     }
 
     /// Reads what a write just committed (see ``suspendingFaults(_:_:)``).
@@ -218,6 +238,13 @@ public final class Oracle {
                 return store.hasEvent(operation.namespace, marker) || store.isComplete
             case .appendOnly(_, let stamp):
                 return store.appendOnly(operation.namespace, operation.key)?.stamp == stamp
+            case .message(let op):
+                // In a whole snapshot, a message that is not there was deleted and collected.
+                guard let held = store.messageOps(operation.namespace, operation.key) else {
+                    if case .post = op.action { return false }
+                    return store.isComplete
+                }
+                return held.contains(op.id)
             }
         }
     }
@@ -240,6 +267,7 @@ public final class Oracle {
             case .lww: checkLWW(namespace.name, mine, devices)
             case .log: checkLog(namespace.name, mine, devices)
             case .appendOnly: checkAppendOnly(namespace.name, mine, devices)
+            case .messages: checkMessages(namespace.name, mine, devices)
             case .local: break
             }
         }
@@ -326,6 +354,49 @@ public final class Oracle {
             }
             for id in expected.subtracting(shown).sorted() {
                 count(.lostWrite, "\(namespace) event \(id)", "\(device.name) lacks a live event")
+            }
+        }
+    }
+
+    /// Each message must show the fold of every op made on it (000 §6), whatever
+    /// order they arrived in; a deleted one may show deleted or, once collected,
+    /// absent, and keeps no body on disk.
+    private func checkMessages(_ namespace: String, _ operations: [Operation], _ devices: [(name: String, replica: Replica)]) {
+        var byMessage: [String: [MessageOp]] = [:]
+        for operation in operations { if case .message(let op) = operation.kind { byMessage[operation.key, default: []].append(op) } }
+        var messages = Set(byMessage.keys)
+        for device in devices { for row in (try? device.replica.messages(namespace).messages()) ?? [] { messages.insert(row.message) } }
+        for message in messages.sorted() {
+            let ops = byMessage[message] ?? []
+            let expected = MessageFold.fold(ops)
+            let bodies = Set(ops.compactMap { op -> [UInt8]? in
+                switch op.action {
+                case .post(_, let body), .edit(let body): body
+                default: nil
+                }
+            })
+            for device in devices {
+                let store = try? device.replica.messages(namespace)
+                let shown = (try? store?.message(message)) ?? nil
+                let subject = "\(namespace) message \(message)"
+                guard let shown else {
+                    if let expected, !expected.isDeleted { count(.lostWrite, subject, "\(device.name) lacks a live message") }
+                    continue
+                }
+                guard let expected, !expected.isDeleted else {
+                    if !shown.isDeleted { count(.resurrection, subject, "\(device.name) shows a message " + (expected == nil ? "never posted" : "that was deleted")) }
+                    if let bytes = try? store?.storedBodyBytes(of: message), bytes > 0 {
+                        count(.resurrection, subject, "\(device.name) keeps \(bytes) bytes of a deleted message's text on disk")
+                    }
+                    continue
+                }
+                do {
+                    guard shown.leaf != expected.leaf else { continue }
+                    let stale = !shown.isDeleted && shown.body != expected.body && bodies.contains(shown.body)
+                    let detail = "\(device.name) shows \(shown.isDeleted ? "deleted" : "\"\(String(decoding: shown.body, as: UTF8.self))\"")" +
+                        ", expected \"\(String(decoding: expected.body, as: UTF8.self))\""
+                    count(stale ? .resurrection : .lostWrite, subject, detail)
+                }
             }
         }
     }

@@ -82,6 +82,11 @@ public final class Simulation {
     public var onEvent: ((_ device: String, _ event: FleetEvent) -> Void)?
     /// Failed when a device's storage refused a write the workload asked for.
     public private(set) var failedOperations = 0
+    /// Why the last operation was refused: by storage (``perform(_:_:)`` returned
+    /// `false`) or by a rule of its kind (it returned `true`: the write happened nowhere).
+    public private(set) var lastRefusal: ReplicaError?
+    /// The last storage failure of an operation.
+    public private(set) var lastFailure: String?
 
     private enum Event {
         case deliver(from: DeviceID, to: DeviceID, sealed: [UInt8], plain: [UInt8])
@@ -580,12 +585,16 @@ public final class Simulation {
 
     /// Runs one write on a device, tells the oracle, and lets its node know.
     /// - Returns: `false` if the device's store refused it (a forced storage fault).
+    ///   A write the device could not even aim (a message it does not hold) is
+    ///   refused too, but returns `true` with ``lastRefusal`` set, and is no step at all.
     @discardableResult
     public func perform(_ name: String, _ operation: WorkloadOperation) -> Bool {
         guard let device = device(name) else { return false }
         syncClocks()
+        lastRefusal = nil
         do {
-            try oracle.perform(operation, on: device.replica, deviceName: name, time: now)
+            lastRefusal = try oracle.perform(operation, on: device.replica, deviceName: name, time: now)
+            if lastRefusal?.code == .messageMissing { return true }
             // The fleet refuses a revoked device's writes: they are no one's to keep.
             if device.isRevoked { forgetOperationsLost() }
             statistics.operations += 1
@@ -596,6 +605,7 @@ public final class Simulation {
             return true
         } catch {
             failedOperations += 1
+            lastFailure = "\(error)"
             return false
         }
     }

@@ -84,7 +84,12 @@ public struct SimulationRun {
             guard let name = active.randomElement(using: &random) else { break }
             let operation = workload.next(&random)
             simulation.perform(name, operation)
-            transcript.append("\(name) \(operation)")
+            if let refusal = simulation.lastRefusal, refusal.code == .messageMissing {
+                // The workload aimed at a message this device has not received: nothing happened.
+                transcript.append("# \(name) \(operation): not run, \(refusal.message)")
+            } else {
+                transcript.append("\(name) \(operation)")
+            }
             guard random.chance(12) else { continue }
             switch faults.randomElement(using: &random) {
             case .loss:

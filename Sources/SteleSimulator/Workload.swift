@@ -6,7 +6,7 @@ import Stele
 public struct Workload: Sendable {
     /// The namespaces the workload writes to, one of each replicated kind.
     public static let namespaces: [(name: String, kind: NamespaceKind)] = [
-        ("notes", .causal), ("flags", .lww), ("memory", .log), ("sealed", .appendOnly),
+        ("notes", .causal), ("flags", .lww), ("memory", .log), ("sealed", .appendOnly), ("chat", .messages),
     ]
 
     public var keys: Int
@@ -16,6 +16,9 @@ public struct Workload: Sendable {
     /// barrier collects it the same name would start a new group (ARCHITECTURE,
     /// "Collecting log markers"), which is not the story the oracle checks.
     private var buried: Set<String> = []
+    /// Messages posted so far: edits, deletes and reactions pick among them (a
+    /// device that has not received one yet is refused, as an app would be).
+    private var posted: [String] = []
 
     public init(keys: Int = 40) { self.keys = keys }
 
@@ -24,7 +27,7 @@ public struct Workload: Sendable {
         counter += 1
         let key = "k\(random.next() % UInt64(keys))"
         let value = "v\(counter)"
-        switch random.next() % 20 {
+        switch random.next() % 24 {
         case 0..<8: return .put(namespace: "notes", key: key, value: value)
         case 8..<11: return .delete(namespace: "notes", key: key)
         case 11, 12: return .put(namespace: "flags", key: key, value: value)
@@ -36,7 +39,23 @@ public struct Workload: Sendable {
             let group = "g\(random.next() % UInt64(max(1, keys / 4)))"
             buried.insert(group)
             return .bury(namespace: "memory", group: group)
-        default: return .put(namespace: "sealed", key: key, value: value)
+        case 18, 19: return .put(namespace: "sealed", key: key, value: value)
+        case 20:
+            posted.append("m\(counter)")
+            return .post(namespace: "chat", message: "m\(counter)", text: value)
+        default:
+            guard !posted.isEmpty else {
+                posted.append("m\(counter)")
+                return .post(namespace: "chat", message: "m\(counter)", text: value)
+            }
+            // Recent messages are the busy ones.
+            let message = posted[posted.count - 1 - Int(random.next() % UInt64(min(posted.count, keys / 2)))]
+            switch random.next() % 8 {
+            case 0, 1, 2: return .edit(namespace: "chat", message: message, text: value)
+            case 3: return .unsend(namespace: "chat", message: message, scope: random.next() % 2 == 0 ? .me : .everyone)
+            case 4, 5, 6: return .react(namespace: "chat", message: message, emoji: ["👍", "❤️", "😂"][Int(random.next() % 3)])
+            default: return .unreact(namespace: "chat", message: message, emoji: "-")
+            }
         }
     }
 }

@@ -303,16 +303,39 @@ import Testing
         try ScenarioRunner(scenario: try ScenarioParser.parse(revoked)).run()
     }
 
-    @Test func statementsOfLaterIssuesFailClearlyWhenRun() throws {
-        for (text, fragment) in [
-            ("fleet a\nnamespace chat messages", "messages namespaces come with the messages fold"),
-        ] {
-            do {
-                try ScenarioRunner(scenario: try ScenarioParser.parse(text)).run()
-                Issue.record("ran: \(text)")
-            } catch let failure as ScenarioFailure {
-                #expect(failure.found.contains(fragment), "\(failure)")
-            }
+    /// A message statement naming a message the device does not hold is a
+    /// failure that says so (a typo must not pass silently); an edit after a
+    /// delete is the fold's rule (000 §6), so the story goes on and it stays deleted.
+    @Test func messageStatementsNameWhatTheStoreRefused() throws {
+        let typo = """
+            fleet a b
+            namespace chat messages
+            a post chat m1 "hello"
+            a edit chat m2 "typo"
+            """
+        do {
+            try ScenarioRunner(scenario: try ScenarioParser.parse(typo)).run()
+            Issue.record("an edit of a message no device holds ran")
+        } catch let failure as ScenarioFailure {
+            #expect(failure.line == 4)
+            #expect(failure.found.contains("message m2 is not in chat"), "\(failure)")
+        }
+        let absorbing = """
+            fleet a b
+            namespace chat messages
+            gc off
+            a post chat m1 "hello"
+            a unsend chat m1 me
+            a edit chat m1 "after the delete"
+            a react chat m1 x
+            sync
+            expect b message chat m1 deleted
+            expect a message chat m1 deleted
+            """
+        try ScenarioRunner(scenario: try ScenarioParser.parse(absorbing)).run()
+        // The language refuses a messages statement on another kind, and a bad scope, before running.
+        for text in ["fleet a\nnamespace notes causal\na post notes m1 x", "fleet a\nnamespace chat messages\na unsend chat m1 all"] {
+            #expect(throws: ScenarioParseError.self) { try ScenarioParser.parse(text) }
         }
     }
 }

@@ -164,14 +164,46 @@ import TestSupport
         message.tombstones = nil
         message.tombstonesComplete = false
         message.tombstoneFingerprint = nil
-        message.records = message.records.filter { record in
+        message.records = message.records.compactMap { record in
             switch record {
-            case .causal(let record): !record.isTombstone
-            case .lww(let record): !record.isDeleted
-            case .event, .appendOnly: true
+            case .causal(let tombstone) where tombstone.isTombstone: nil
+            case .lww(let tombstone) where tombstone.isDeleted: nil
+            // A message's deletes are ops: strip them and ship the rest.
+            case .message(let ops): .message(MessageRecord(message: ops.message, ops: ops.ops.filter { !$0.isDelete }))
+            default: record
             }
         }
         return FrameCodec.encode(.reconcile(message))
+    }
+
+    /// The messages half of the oracle, with the same broken double: a message
+    /// deleted on one device shows on the other.
+    @Test(arguments: [false, true])
+    func theOracleCatchesAMessageWhoseDeleteIsDropped(broken: Bool) throws {
+        let simulation = try Simulation(seed: 15)
+        try simulation.declare("chat", .messages)
+        try simulation.addDevice("a")
+        try simulation.addDevice("b")
+        simulation.setCollection(false)
+        #expect(simulation.perform("a", .post(namespace: "chat", message: "m1", text: "hello")))
+        #expect(simulation.sync() == nil)
+        if broken { simulation.tamper = Self.droppingTombstones }
+        simulation.setOnline("b", false)
+        #expect(simulation.perform("a", .edit(namespace: "chat", message: "m1", text: "edited")))
+        #expect(simulation.perform("a", .unsend(namespace: "chat", message: "m1", scope: .everyone)))
+        simulation.setOnline("b", true)
+        let settled = simulation.sync(limitMilliseconds: 600_000)
+        if broken {
+            #expect(settled != nil)
+            simulation.oracle.check(simulation.devices.map { ($0.name, $0.replica) }, namespaces: simulation.namespaces)
+            #expect(simulation.oracle.resurrections >= 1, "\(simulation.oracle.findings)")
+            #expect(simulation.oracle.findings.contains { $0.contains("resurrection: chat message m1: b shows a message that was deleted") })
+        } else {
+            #expect(settled == nil)
+            try FleetSyncTests.expectConverged(simulation, seed: 15)
+            #expect(try simulation.device("b")?.replica.messages("chat").message("m1")?.scope == .everyone)
+            #expect(try simulation.device("b")?.replica.messages("chat").storedBodyBytes(of: "m1") == 0)
+        }
     }
 
     /// The same story with and without the broken double: the honest network

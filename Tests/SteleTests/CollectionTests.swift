@@ -173,10 +173,12 @@ import TestSupport
                 """)
         }
         let replica = try Replica.open(at: path)
-        #expect(try replica.report().format == 2)
+        #expect(try replica.report().format == 3)
         #expect(try replica.tombstoneCounts() == ["notes": 1, "flags": 1, "memory": 1])
         let digest = try replica.contentDigest()
         try replica.recordAck(round: Self.round(1), digest: digest, generation: 1)
         #expect(try replica.commit(round: Self.round(1), digest: digest, generation: 1) == .collected(3))
+        // The upgrade allows the messages kind, which the old CHECK refused.
+        #expect(try replica.messages("chat").count() == 0)
     }
 }

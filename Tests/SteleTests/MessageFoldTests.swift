@@ -11,7 +11,7 @@ import TestSupport
     }
 
     static func op(_ byte: UInt8, at time: Int64, _ action: MessageOp.Action, message: String = "m1") -> MessageOp {
-        MessageOp(id: id(byte), message: message, time: time, action: action)
+        MessageOp(id: id(byte), message: message, time: time, writer: try! DeviceID(bytes: Array(repeating: byte, count: DeviceID.byteCount)), action: action)
     }
 
     static let post = op(1, at: 100, .post(author: "ana", body: Array("hello".utf8)))
@@ -66,7 +66,7 @@ import TestSupport
         }
     }
 
-    @Test func theStrongerDeleteScopeWinsAndEveryonePurgesTheBody() throws {
+    @Test func theStrongerDeleteScopeWinsAndAnyDeletePurgesTheBody() throws {
         let me = Self.op(2, at: 200, .delete(.me))
         let everyone = Self.op(3, at: 150, .delete(.everyone))
         for row in Self.everyArrivalOrder([Self.post, me, everyone]) {
@@ -76,6 +76,7 @@ import TestSupport
         for row in Self.everyArrivalOrder([Self.post, me]) {
             #expect(row?.scope == .me)
             #expect(row?.isDeleted == true)
+            #expect(row?.body == [])
         }
     }
 
@@ -141,9 +142,10 @@ import TestSupport
         #expect(!Reaction(emoji: "A", time: 5).beats(Reaction(emoji: "A", time: 5)))
     }
 
-    @Test func aDeleteForEveryoneLeavesNoBodyInAnyStoredOp() throws {
+    @Test(arguments: [DeleteScope.me, .everyone])
+    func aDeleteLeavesNoBodyInAnyStoredOp(scope: DeleteScope) throws {
         let edit = Self.op(2, at: 200, .edit(body: Array("secret edit".utf8)))
-        let delete = Self.op(3, at: 300, .delete(.everyone))
+        let delete = Self.op(3, at: 300, .delete(scope))
         let lateEdit = Self.op(4, at: 400, .edit(body: Array("arrives after".utf8)))
         for order in [Self.post, edit, delete, lateEdit].permutations() {
             var history = MessageHistory(message: "m1")
@@ -154,7 +156,7 @@ import TestSupport
                 default: break
                 }
             }
-            #expect(history.row?.scope == .everyone)
+            #expect(history.row?.scope == scope)
         }
     }
 

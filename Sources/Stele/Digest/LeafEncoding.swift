@@ -8,7 +8,7 @@
 /// the tombstone set.
 enum LeafEncoding {
     private enum Tag: UInt8 {
-        case causal = 1, causalTombstone, lwwLive, lwwDeleted, logEvent, logMarker, appendOnly
+        case causal = 1, causalTombstone, lwwLive, lwwDeleted, logEvent, logMarker, appendOnly, message
         case root = 0x10, content
     }
 
@@ -83,6 +83,15 @@ enum LeafEncoding {
         appendBytes(record.value ?? [], &writer)
         writer.appendVarint(record.stamp.timestamp.rawValue)
         writer.append(record.stamp.writer.bytes)
+        return writer.bytes
+    }
+
+    /// A message's folded canonical row (000 §6: a deleted row is identity and scope only).
+    static func message(_ row: MessageRow) -> [UInt8] {
+        let canonical = row.leaf
+        var writer = ByteWriter(capacity: 1 + canonical.count)
+        writer.append(Tag.message.rawValue)
+        writer.append(canonical)
         return writer.bytes
     }
 

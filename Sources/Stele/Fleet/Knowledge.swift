@@ -43,7 +43,23 @@ public struct Knowledge: Sendable, Equatable {
         case .lww(let record): return covers(record.stamp)
         case .event(let event): return covers(event.stamp)
         case .appendOnly(let record): return covers(record.stamp)
+        case .message(let record): return record.ops.allSatisfy(covers)
         }
+    }
+
+    /// Whether the fleet had seen this message op when it agreed.
+    func covers(_ op: MessageOp) -> Bool {
+        covers(WriteStamp(timestamp: HybridTimestamp(rawValue: UInt64(op.time)), writer: op.writer))
+    }
+
+    /// What recovery keeps of a local record: all of it unless the fleet had seen
+    /// it, and of a message only the ops it had not seen (an op it had seen is in
+    /// the snapshot, or was collected with its message: keeping it could bring a
+    /// collected message back).
+    func uncovered(of record: WireRecord) -> WireRecord? {
+        guard case .message(let message) = record else { return covers(record) ? nil : record }
+        let ops = message.ops.filter { !covers($0) }
+        return ops.isEmpty ? nil : .message(MessageRecord(message: message.message, ops: ops))
     }
 
     private func covers(_ stamp: WriteStamp) -> Bool { stamp.timestamp <= stamps[stamp.writer] ?? .zero }

@@ -145,6 +145,11 @@ struct NamespaceSync {
                 }
             case .log:
                 if let id = try? EventID(bytes: key), let event = try replica.log(declaration.name).event(id) { records.append(.event(event)) }
+            case .messages:
+                // A differing message ships its ops (DESIGN §7), orphans included.
+                if let string = String(validating: key, as: UTF8.self), let record = try replica.messages(declaration.name).record(string) {
+                    records.append(.message(record))
+                }
             case .local:
                 break
             }
@@ -174,6 +179,7 @@ struct NamespaceSync {
             case (.lww, .lww(let record)): try record.validate()
             case (.log, .event(let event)): try event.validate()
             case (.appendOnly, .appendOnly(let record)): try record.validate()
+            case (.messages, .message(let record)): try record.validate()
             default: throw ReplicaError(.invalidRecord, "a record of another kind arrived for \(kind) namespace \(declaration.name)")
             }
         }
@@ -187,6 +193,7 @@ struct NamespaceSync {
                 case .lww(let record): outcome = try replica.lww(declaration.name).apply(record)
                 case .event(let event): outcome = try replica.log(declaration.name).apply(event)
                 case .appendOnly(let record): outcome = try replica.appendOnly(declaration.name).apply(record)
+                case .message(let record): outcome = try replica.messages(declaration.name).apply(record)
                 }
                 if outcome.effect != .unchanged { changed += 1 }
                 if outcome.conflict != nil { conflicts += 1 }

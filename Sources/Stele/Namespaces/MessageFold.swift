@@ -53,25 +53,34 @@ public struct MessageOp: Sendable, Equatable {
 
     public let id: MessageOpID
     public let message: String
-    /// The op time (milliseconds): with the id, the order the fold takes.
+    /// The op time: the writing device's hybrid timestamp
+    /// (``HybridTimestamp/rawValue``), so one device's ops never tie and a wall
+    /// clock set back does not reorder them. With the id, the order the fold takes.
     public let time: Int64
+    /// The device that wrote the op. The fold never looks at it; recovery does
+    /// (``Knowledge``: what a fleet had seen of each device's writes).
+    public let writer: DeviceID
     public let action: Action
 
-    public init(id: MessageOpID, message: String, time: Int64, action: Action) {
+    public init(id: MessageOpID, message: String, time: Int64, writer: DeviceID, action: Action) {
         self.id = id
         self.message = message
         self.time = time
+        self.writer = writer
         self.action = action
     }
+
+    /// Whether the op is a delete, of either scope.
+    public var isDelete: Bool { if case .delete = action { true } else { false } }
 
     /// Whether this op folds before `other`: (opTime, opID).
     public func precedes(_ other: MessageOp) -> Bool { (time, id) < (other.time, other.id) }
 
-    /// The op with its body removed: what a delete for everyone leaves of a post or an edit.
+    /// The op with its body removed: what a delete leaves of a post or an edit.
     public var purged: MessageOp {
         switch action {
-        case .post(let author, _): MessageOp(id: id, message: message, time: time, action: .post(author: author, body: []))
-        case .edit: MessageOp(id: id, message: message, time: time, action: .edit(body: []))
+        case .post(let author, _): MessageOp(id: id, message: message, time: time, writer: writer, action: .post(author: author, body: []))
+        case .edit: MessageOp(id: id, message: message, time: time, writer: writer, action: .edit(body: []))
         case .delete, .react, .unreact: self
         }
     }
@@ -183,11 +192,14 @@ public enum MessageFold {
         case .delete(let scope):
             guard scope > row.scope else { return }
             row.scope = scope
-            // Canonical: edit fields and reactions cleared; for everyone the body is purged.
+            // Canonical: edit fields and reactions cleared (000 §6). 000 §6 purges
+            // the body for everyone; beyond the seed a delete for me purges it too,
+            // on this account's devices (the only ones it reaches): the message is
+            // never shown again, so keeping its text would only be a copy to leak.
             row.editedAt = nil
             row.editOp = nil
             row.reactions = [:]
-            if scope == .everyone { row.body = [] }
+            row.body = []
         case let .react(reactor, emoji):
             register(Reaction(emoji: emoji, time: op.time), for: reactor, in: &row)
         case .unreact(let reactor):
@@ -203,27 +215,28 @@ public enum MessageFold {
 }
 
 /// The ops one device holds for one message: insert-if-absent by op id, folded
-/// on demand. A delete for everyone purges the body of every post and edit held,
-/// and of any that arrives later (000 §6: "the content is gone").
+/// on demand. A delete purges the body of every post and edit held, and of any
+/// that arrives later (000 §6: "the content is gone"; for a delete for me, beyond
+/// the seed, on this account's devices).
 public struct MessageHistory: Sendable, Equatable {
     public let message: String
     public private(set) var ops: [MessageOpID: MessageOp] = [:]
 
     public init(message: String) { self.message = message }
 
-    /// Whether a delete for everyone is among the ops.
-    public var isDeletedForEveryone: Bool { ops.values.contains { $0.action == .delete(.everyone) } }
+    /// Whether a delete (of either scope) is among the ops.
+    public var isDeleted: Bool { ops.values.contains { $0.isDelete } }
 
     /// Stores `op` unless it is held already or belongs to another message.
     /// - Returns: whether anything was stored.
     @discardableResult
     public mutating func insert(_ op: MessageOp) -> Bool {
         guard op.message == message, ops[op.id] == nil else { return false }
-        if op.action == .delete(.everyone) {
+        if op.isDelete {
             ops = ops.mapValues(\.purged)
             ops[op.id] = op
         } else {
-            ops[op.id] = isDeletedForEveryone ? op.purged : op
+            ops[op.id] = isDeleted ? op.purged : op
         }
         return true
     }

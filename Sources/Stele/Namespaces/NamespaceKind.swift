@@ -9,6 +9,8 @@ public enum NamespaceKind: String, Sendable, CaseIterable, CustomStringConvertib
     case log
     /// Records whose first live write is final; tombstones never beat them (002).
     case appendOnly
+    /// Messages: a fold over immutable ops whose deletes are absorbing (000 §6, DESIGN §7).
+    case messages
     /// Device-local state, never replicated (000 §7).
     case local
 
@@ -16,7 +18,7 @@ public enum NamespaceKind: String, Sendable, CaseIterable, CustomStringConvertib
     public var isReplicated: Bool { self != .local }
 
     /// Whether the kind keeps tombstones that the barrier collects.
-    public var hasTombstones: Bool { self == .causal || self == .lww || self == .log }
+    public var hasTombstones: Bool { self == .causal || self == .lww || self == .log || self == .messages }
 
     public var description: String { rawValue }
 }

@@ -9,6 +9,8 @@ public struct ChangeEvent: Sendable, Equatable, CustomStringConvertible {
         case event(id: EventID, group: String)
         /// A whole `log` group, buried by a tombstone event.
         case group(String)
+        /// A message of a `messages` namespace, by id.
+        case message(String)
     }
 
     /// The kind of change.

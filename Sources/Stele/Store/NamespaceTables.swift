@@ -3,13 +3,16 @@
 /// key with its fast path, the B-tree holds one namespace, so scans and sizes
 /// need no filtering, and rows sit in key order, the order of the digest's key
 /// ranges (``RangeIndex``), so reconcile reads a range as one contiguous scan.
-/// A `log` table is keyed by the event id.
+/// A `log` table is keyed by the event id. A `messages` namespace has two tables:
+/// the folded rows (`messages_4`, keyed by message id, what reads and the digest
+/// see) and the immutable ops they fold from (`messages_4_ops`, keyed by message
+/// id then op id, so one message's ops are one contiguous scan).
 ///
 /// Live rows keep their 16-byte digest leaf (`leaf`), so removing a row from the
 /// digest never rehashes it and the digest is rebuilt at open from one column;
 /// tombstones keep none (they stay a few dozen bytes).
 ///
-/// A tombstone (a `causal` or `lww` delete, a `log` marker) carries in `seq` the
+/// A tombstone (a `causal` or `lww` delete, a `log` marker, a deleted message) carries in `seq` the
 /// replica-wide sequence number it was written under, which is what a barrier
 /// ack vouches for (``Replica/recordAck(round:digest:generation:)``); live rows
 /// have none.
@@ -24,6 +27,7 @@ extension NamespaceKind {
         case .lww: "lww"
         case .log: "log"
         case .appendOnly: "append_only"
+        case .messages: "messages"
         case .local: "local"
         }
     }
@@ -94,6 +98,34 @@ extension NamespaceKind {
                 ts INTEGER NOT NULL CHECK (ts >= 0),
                 writer INTEGER NOT NULL,
                 leaf BLOB NOT NULL
+            ) WITHOUT ROWID;
+            """
+        case .messages:
+            // The folded row (000 §6): identity, scope and the digest leaf of its
+            // canonical bytes (reads fold the ops, a handful per message); a deleted
+            // row (scope 1 or 2) is the namespace's tombstone. Ops: `action` 0 post, 1 edit, 2 delete,
+            // 3 react, 4 unreact; `actor` the author or reactor, `content` the body
+            // (emptied by a delete) or the emoji, `scope` a delete's.
+            """
+            CREATE TABLE \(table) (
+                key TEXT NOT NULL PRIMARY KEY,
+                author TEXT NOT NULL,
+                posted INTEGER NOT NULL,
+                scope INTEGER NOT NULL CHECK (scope IN (0, 1, 2)),
+                leaf BLOB NOT NULL,
+                seq INTEGER,
+                CHECK ((scope = 0) = (seq IS NULL))
+            ) WITHOUT ROWID;
+            CREATE TABLE \(table)_ops (
+                message TEXT NOT NULL,
+                id BLOB NOT NULL CHECK (length(id) = 16),
+                time INTEGER NOT NULL CHECK (time >= 0),
+                writer INTEGER NOT NULL,
+                action INTEGER NOT NULL CHECK (action BETWEEN 0 AND 4),
+                actor TEXT,
+                content BLOB,
+                scope INTEGER,
+                PRIMARY KEY (message, id)
             ) WITHOUT ROWID;
             """
         case .local:

@@ -163,11 +163,17 @@ extension Replica {
         for declaration in namespaces {
             guard let filter = Self.tombstoneFilter(declaration.kind) else { continue }
             let bound: [SQLValue] = [.integer(Int64(watermark))]
-            if declaration.kind == .log, maintainsDigests {
-                let leaves = try connection.query("SELECT id, leaf FROM \(declaration.table) WHERE \(filter) AND seq <= ?", bound) { row in
-                    (row.blob(0), try storedLeaf(row.blob(1), "a marker of \(declaration.name)"))
+            if declaration.kind == .log || declaration.kind == .messages, maintainsDigests {
+                let key = declaration.kind == .log ? "id" : "key"
+                let leaves = try connection.query("SELECT \(key), leaf FROM \(declaration.table) WHERE \(filter) AND seq <= ?", bound) { row in
+                    (row.blob(0), try storedLeaf(row.blob(1), "a tombstone of \(declaration.name)"))
                 }
                 for (id, leaf) in leaves { recordLeaf(declaration, key: id, leaf: leaf, added: false) }
+            }
+            if declaration.kind == .messages {
+                // A collected message leaves nothing: its ops go with its row.
+                try connection.execute(
+                    "DELETE FROM \(declaration.table)_ops WHERE message IN (SELECT key FROM \(declaration.table) WHERE \(filter) AND seq <= ?)", bound)
             }
             try connection.execute("DELETE FROM \(declaration.table) WHERE \(filter) AND seq <= ?", bound)
             let count = connection.changes
@@ -183,6 +189,7 @@ extension Replica {
         case .causal: "tombstoned = 1"
         case .lww: "deleted = 1"
         case .log: "marker = 1"
+        case .messages: "scope > 0"
         case .appendOnly, .local: nil
         }
     }

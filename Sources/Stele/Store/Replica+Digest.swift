@@ -86,6 +86,8 @@ extension Replica {
             case .lww: ("key", "deleted = 0", true)
             case .appendOnly: ("key", "1", true)
             case .log: ("id", "1", false)
+            // Deleted messages are leaves too (identity and scope), like log markers.
+            case .messages: ("key", "1", true)
             case .local: preconditionFailure("local namespaces have no digest")
             }
         var sql = "SELECT \(keyColumn), leaf FROM \(declaration.table) WHERE \(live)"

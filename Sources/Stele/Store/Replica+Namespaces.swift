@@ -91,6 +91,11 @@ extension Replica {
         AppendOnlyNamespace(replica: self, declaration: try declare(name, .appendOnly))
     }
 
+    /// The `messages` namespace `name`, declared now if it is new.
+    public func messages(_ name: String) throws -> MessageNamespace {
+        MessageNamespace(replica: self, declaration: try declare(name, .messages))
+    }
+
     /// The `local` namespace `name`, declared now if it is new.
     public func local(_ name: String) throws -> LocalNamespace {
         LocalNamespace(replica: self, declaration: try declare(name, .local))

@@ -42,10 +42,11 @@ extension Replica {
                 let local = try sync.records(keys: try allKeys(declaration))
                 // Newer than what the fleet had seen when it agreed: written after a
                 // restore, or while cut off from the anchor, by this device or another.
-                let kept = local.filter { !snapshot.knowledge.covers($0) }
+                let kept = local.compactMap { snapshot.knowledge.uncovered(of: $0) }
                 outcome.kept += kept.count
                 outcome.dropped += local.count - kept.count
                 try connection.execute("DELETE FROM \(declaration.table)")
+                if declaration.kind == .messages { try connection.execute("DELETE FROM \(declaration.table)_ops") }
                 let imported = snapshot.namespaces.first { $0.namespace == declaration.name }?.records ?? []
                 for record in imported { observe(record) }
                 try sync.apply(imported)
@@ -74,11 +75,16 @@ extension Replica {
         case .lww(let record): observe(record.stamp.timestamp)
         case .event(let event): observe(event.stamp.timestamp)
         case .appendOnly(let record): observe(record.stamp.timestamp)
+        case .message(let record): for op in record.ops { observe(HybridTimestamp(rawValue: UInt64(op.time))) }
         }
     }
 
-    /// Every key (log: event id) of a namespace's table, tombstones included.
+    /// Every key (log: event id) of a namespace's table, tombstones included
+    /// (messages: every message with an op stored, orphans included).
     private func allKeys(_ declaration: NamespaceDeclaration) throws -> [[UInt8]] {
+        if declaration.kind == .messages {
+            return try connection.query("SELECT DISTINCT message FROM \(declaration.table)_ops ORDER BY message") { Array($0.text(0).utf8) }
+        }
         let column = declaration.kind == .log ? "id" : "key"
         return try connection.query("SELECT \(column) FROM \(declaration.table) ORDER BY \(column)") { row in
             declaration.kind == .log ? row.blob(0) : Array(row.text(0).utf8)

@@ -11,6 +11,7 @@ public struct ReplicaError: Error, Sendable, CustomStringConvertible {
             case accountMismatch, deviceMismatch
             case kindMismatch, undeclaredNamespace, invalidName, limitExceeded
             case appendOnlyIsFinal, groupBuried, invalidRecord, notDecodable, readOnly
+            case messageExists, messageMissing, messageDeleted
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -29,6 +30,12 @@ public struct ReplicaError: Error, Sendable, CustomStringConvertible {
         public static let accountMismatch = Code(.accountMismatch)
         /// The store belongs to another device.
         public static let deviceMismatch = Code(.deviceMismatch)
+        /// A post reused the id of a message this store already holds.
+        public static let messageExists = Code(.messageExists)
+        /// An edit, delete or reaction named a message this store does not hold.
+        public static let messageMissing = Code(.messageMissing)
+        /// An edit or reaction named a deleted message (a delete is absorbing, 000 §6).
+        public static let messageDeleted = Code(.messageDeleted)
         /// A namespace was declared with a different kind before.
         public static let kindMismatch = Code(.kindMismatch)
         /// No namespace of that name is declared.

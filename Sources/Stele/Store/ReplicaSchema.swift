@@ -69,5 +69,20 @@ enum ReplicaSchema {
                 INSERT INTO barrier (id) VALUES (1);
                 """)
         },
+        Migration(version: 3, name: "the messages kind") { connection in
+            // SQLite cannot alter a CHECK: the namespaces table is rebuilt with the
+            // new kind allowed, ids kept (they name the tables).
+            try connection.executeScript(
+                """
+                CREATE TABLE namespaces_new (
+                    id INTEGER PRIMARY KEY,
+                    name TEXT NOT NULL UNIQUE,
+                    kind TEXT NOT NULL CHECK (kind IN ('causal', 'lww', 'log', 'appendOnly', 'messages', 'local'))
+                );
+                INSERT INTO namespaces_new (id, name, kind) SELECT id, name, kind FROM namespaces;
+                DROP TABLE namespaces;
+                ALTER TABLE namespaces_new RENAME TO namespaces;
+                """)
+        },
     ])
 }

@@ -69,6 +69,8 @@ extension Replica {
                        count(*) FILTER (WHERE marker = 1)
                 FROM \(table) e
                 """
+        case .messages:
+            sql = "SELECT count(*) FILTER (WHERE scope = 0), count(*) FILTER (WHERE scope > 0) FROM \(table)"
         case .appendOnly, .local:
             sql = "SELECT count(*), 0 FROM \(table)"
         }
@@ -80,7 +82,7 @@ extension Replica {
     /// (compiled into Debian's SQLite); 0 if this SQLite lacks it.
     private func tableBytes(_ table: String) throws -> Int {
         do {
-            return Int(try connection.scalarInt("SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name IN (?1, ?1 || '_by_group')", [.text(table)]) ?? 0)
+            return Int(try connection.scalarInt("SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name IN (?1, ?1 || '_by_group', ?1 || '_ops')", [.text(table)]) ?? 0)
         } catch let error as SQLiteError where error.code.primary == .error {
             return 0
         }

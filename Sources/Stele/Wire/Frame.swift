@@ -148,6 +148,8 @@ public enum WireRecord: Sendable, Equatable {
     case lww(LWWRecord)
     case event(LogEvent)
     case appendOnly(AppendOnlyRecord)
+    /// Every op one device holds of one message.
+    case message(MessageRecord)
 
     /// The record's key bytes (a log event's id), the order records are sent in.
     var sortKey: [UInt8] {
@@ -156,6 +158,7 @@ public enum WireRecord: Sendable, Equatable {
         case .lww(let record): Array(record.key.utf8)
         case .event(let event): event.id.bytes
         case .appendOnly(let record): Array(record.key.utf8)
+        case .message(let record): Array(record.message.utf8)
         }
     }
 }

@@ -8,7 +8,7 @@ enum ReconcileCodec {
         case tombstoneFingerprint = 1, tombstones = 2, tombstonesComplete = 4, restart = 8
     }
 
-    private static let kindCodes: [NamespaceKind: UInt8] = [.causal: 1, .lww: 2, .log: 3, .appendOnly: 4]
+    private static let kindCodes: [NamespaceKind: UInt8] = [.causal: 1, .lww: 2, .log: 3, .appendOnly: 4, .messages: 5]
 
     static func encode(_ message: ReconcileMessage, into writer: inout ByteWriter) {
         writer.appendVarint(message.session)

@@ -95,6 +95,33 @@ struct RecordWriter {
             appendKey(Array(record.key.utf8), &writer)
             writer.appendBytes(record.value ?? [])
             appendStamp(record.stamp, &writer)
+        case .message(let record):
+            // The ops in id order; each: id, stamp (time and writer), action and its fields.
+            appendKey(Array(record.message.utf8), &writer)
+            writer.appendVarint(UInt64(record.ops.count))
+            for op in record.ops {
+                writer.append(op.id.bytes)
+                appendStamp(WriteStamp(timestamp: HybridTimestamp(rawValue: UInt64(op.time)), writer: op.writer), &writer)
+                switch op.action {
+                case let .post(author, body):
+                    writer.append(0)
+                    writer.appendString(author)
+                    writer.appendBytes(body)
+                case .edit(let body):
+                    writer.append(1)
+                    writer.appendBytes(body)
+                case .delete(let scope):
+                    writer.append(2)
+                    writer.append(scope.rawValue)
+                case let .react(reactor, emoji):
+                    writer.append(3)
+                    writer.appendString(reactor)
+                    writer.appendString(emoji)
+                case .unreact(let reactor):
+                    writer.append(4)
+                    writer.appendString(reactor)
+                }
+            }
         }
     }
 
@@ -211,6 +238,38 @@ struct RecordReader {
             let key = try key(&reader)
             let value = try reader.readByteArray("value", maximumBytes: Limits.maximumValueBytes)
             return .appendOnly(AppendOnlyRecord(key: key, value: value, stamp: try stamp(&reader)))
+        case .messages:
+            let message = try key(&reader)
+            let count = try reader.readItemCount("message ops", maximum: MessageRecord.maximumOps)
+            var ops: [MessageOp] = []
+            ops.reserveCapacity(count)
+            for _ in 0..<count {
+                let id = try MessageOpID(bytes: try reader.readBytes(MessageOpID.byteCount, "message op id"))
+                if let last = ops.last, !(last.id < id) { throw CodecError(.notCanonical, "message ops are not in strictly increasing id order") }
+                let stamp = try stamp(&reader)
+                let action: MessageOp.Action
+                switch try reader.readByte("message op action") {
+                case 0:
+                    action = .post(
+                        author: try reader.readString("author", maximumBytes: Limits.maximumKeyBytes),
+                        body: try reader.readByteArray("body", maximumBytes: Limits.maximumValueBytes))
+                case 1: action = .edit(body: try reader.readByteArray("body", maximumBytes: Limits.maximumValueBytes))
+                case 2:
+                    let raw = try reader.readByte("delete scope")
+                    guard let scope = DeleteScope(rawValue: raw), scope != .live else {
+                        throw CodecError(.valueOutOfRange, "delete scope \(raw)")
+                    }
+                    action = .delete(scope)
+                case 3:
+                    action = .react(
+                        reactor: try reader.readString("reactor", maximumBytes: Limits.maximumKeyBytes),
+                        emoji: try reader.readString("emoji", maximumBytes: MessageRecord.maximumEmojiBytes))
+                case 4: action = .unreact(reactor: try reader.readString("reactor", maximumBytes: Limits.maximumKeyBytes))
+                case let code: throw CodecError(.valueOutOfRange, "message op action \(code)")
+                }
+                ops.append(MessageOp(id: id, message: message, time: Int64(stamp.timestamp.rawValue), writer: stamp.writer, action: action))
+            }
+            return .message(MessageRecord(message: message, ops: ops))
         case .local:
             throw CodecError(.valueOutOfRange, "local namespaces are never replicated")
         }

@@ -61,23 +61,15 @@ public final class ScenarioRunner {
         case .fleet(let names):
             for name in names { try simulation.addDevice(name) }
         case let .namespace(name, kind):
-            guard let kind = kind.kind else {
-                throw Failure(expected: "a namespace kind this build runs", found: "messages namespaces come with the messages fold; not in this build")
-            }
-            try simulation.declare(name, kind)
+            try simulation.declare(name, kind.kind)
         case .join(let name):
             try simulation.addDevice(name)
         case .revoke(let name):
             try simulation.revoke(name)
+        case let .message(device, message):
+            try perform(device, message.operation)
         case let .operation(device, operation):
-            let fired = simulation.device(device)?.storageFaultsFired ?? 0
-            // A write refused by a storage fault the scenario forced is part of the
-            // story (it did not happen); refused for any other reason, it fails.
-            guard simulation.perform(device, operation) || (simulation.device(device)?.storageFaultsFired ?? 0) > fired else {
-                throw Failure(expected: "\(device) to \(operation)", found: "its store refused the write")
-            }
-        case .message:
-            throw Failure(expected: "a messages operation", found: "messages come with the messages fold; not in this build")
+            try perform(device, operation)
         case .offline(let names):
             for name in names { simulation.setOnline(name, false) }
         case .online(let names):
@@ -125,6 +117,20 @@ public final class ScenarioRunner {
         }
     }
 
+    private func perform(_ device: String, _ operation: WorkloadOperation) throws {
+        let fired = simulation.device(device)?.storageFaultsFired ?? 0
+        // A write refused by a storage fault the scenario forced is part of the
+        // story (it did not happen); refused for any other reason, it fails.
+        guard simulation.perform(device, operation) || (simulation.device(device)?.storageFaultsFired ?? 0) > fired else {
+            throw Failure(expected: "\(device) to \(operation)", found: "its store refused the write" + (simulation.lastFailure.map { ": \($0)" } ?? ""))
+        }
+        // The rules may refuse a write (an edit of a deleted message is the story);
+        // a message the device does not hold is a mistake in the scenario.
+        if let refusal = simulation.lastRefusal, refusal.code == .messageMissing {
+            throw Failure(expected: "\(device) to \(operation)", found: refusal.message)
+        }
+    }
+
     // MARK: - Expectations
 
     private func replica(_ name: String) throws -> Replica {
@@ -138,7 +144,7 @@ public final class ScenarioRunner {
         case .lww: try replica.lww(namespace).get(key)
         case .appendOnly: try replica.appendOnly(namespace).get(key)
         case .local: try replica.local(namespace).get(key)
-        case .log: nil
+        case .log, .messages: nil
         }
     }
 
@@ -178,13 +184,27 @@ public final class ScenarioRunner {
                 case .appendOnly: try store.appendOnly(namespace).count()
                 case .local: try store.local(namespace).count()
                 case .log: try store.log(namespace).count()
+                case .messages: try store.messages(namespace).count()
                 }
             guard found == count else { throw Failure(expected: "\(count) live rows", found: "\(found)") }
         case let .stored(device, namespace, group, count):
             let found = try replica(device).log(namespace).storedEventCount(group: group)
             guard found == count else { throw Failure(expected: "\(count) stored events of \(group)", found: "\(found)") }
-        case .message:
-            throw Failure(expected: "a message", found: "messages come with the messages fold; not in this build")
+        case let .message(device, namespace, message, state):
+            let row = try replica(device).messages(namespace).message(message)
+            let found: String =
+                switch row {
+                case nil: "absent"
+                case let row? where row.isDeleted: "deleted"
+                case let row?: "= \(show(row.body))"
+                }
+            let wanted: String =
+                switch state {
+                case .text(let text): "= \(show(Array(text.utf8)))"
+                case .deleted: "deleted"
+                case .absent: "absent"
+                }
+            guard found == wanted else { throw Failure(expected: "\(device) shows \(message) \(wanted)", found: "\(device) shows it \(found)") }
         case let .tombstones(device, namespace, count):
             let report = try replica(device).report()
             let found = report.namespaces.filter { namespace == nil || $0.name == namespace }.reduce(0) { $0 + $1.tombstones }
@@ -263,6 +283,11 @@ enum SimulationState {
             case .lww: lines += try replica.lww(namespace.name).entries().map { "\(namespace.name) \($0.key)=\($0.value)" }
             case .appendOnly: lines += try replica.appendOnly(namespace.name).entries().map { "\(namespace.name) \($0.key)=\($0.value)" }
             case .log: lines += try replica.log(namespace.name).live().map { "\(namespace.name) \($0.group) \($0.id)" }
+            case .messages:
+                lines += try replica.messages(namespace.name).messages().map { row in
+                    let reactions = row.shownReactions.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" }.joined(separator: ",")
+                    return "\(namespace.name) \(row.message)=\(String(decoding: row.body, as: UTF8.self)) [\(reactions)]"
+                }
             case .local: break
             }
         }

@@ -36,29 +36,39 @@ public enum Statement: Sendable, Equatable {
         case delayNextWrite(Int64)
     }
 
-    /// The messages statements (`post`, `edit`, ...): parsed now, run once the
-    /// messages namespace lands.
+    /// The messages statements (`post`, `edit`, ...).
     public enum MessageOperation: Sendable, Equatable {
         case post(namespace: String, message: String, text: String)
         case edit(namespace: String, message: String, text: String)
         case unsend(namespace: String, message: String, everyone: Bool)
         case react(namespace: String, message: String, emoji: String)
         case unreact(namespace: String, message: String, emoji: String)
+
+        /// The write it asks of the device.
+        var operation: WorkloadOperation {
+            switch self {
+            case let .post(namespace, message, text): .post(namespace: namespace, message: message, text: text)
+            case let .edit(namespace, message, text): .edit(namespace: namespace, message: message, text: text)
+            case let .unsend(namespace, message, everyone): .unsend(namespace: namespace, message: message, scope: everyone ? .everyone : .me)
+            case let .react(namespace, message, emoji): .react(namespace: namespace, message: message, emoji: emoji)
+            case let .unreact(namespace, message, emoji): .unreact(namespace: namespace, message: message, emoji: emoji)
+            }
+        }
     }
 }
 
-/// A namespace kind as scenarios name it (`messages` comes with its own issue).
+/// A namespace kind as scenarios name it.
 public enum ScenarioKind: String, Sendable, CaseIterable {
     case causal, lww, log, messages, local, appendOnly
 
-    var kind: NamespaceKind? {
+    var kind: NamespaceKind {
         switch self {
         case .causal: .causal
         case .lww: .lww
         case .log: .log
         case .local: .local
         case .appendOnly: .appendOnly
-        case .messages: nil
+        case .messages: .messages
         }
     }
 }

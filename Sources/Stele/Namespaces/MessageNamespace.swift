@@ -1,0 +1,279 @@
+import SteleSQL
+
+/// A `messages` namespace (000 §6, DESIGN §7): immutable ops stored
+/// insert-if-absent, each message's row their fold in (opTime, opID) order.
+///
+/// The ops are the truth; the row table keeps what the digest and the barrier
+/// need of each fold (identity, delete scope, the leaf of the canonical row),
+/// refreshed whenever an op of the message lands. Reads fold the message's ops
+/// (a handful) again, so a read can never disagree with the fold. An op whose
+/// message has not arrived is kept as an orphan (no row, no leaf) and folded
+/// when the post lands. Any delete purges the body of every stored post and
+/// edit of the message and of every one that arrives later: 000 §6 for a delete
+/// for everyone, beyond the seed for a delete for me (see ``MessageFold``).
+public struct MessageNamespace {
+    let replica: Replica
+    public let declaration: NamespaceDeclaration
+
+    public var name: String { declaration.name }
+    private var table: String { declaration.table }
+    private var opsTable: String { declaration.table + "_ops" }
+
+    // MARK: - Reads (the fold is the only read)
+
+    /// The message as its ops fold, or `nil` when this store holds no post of it.
+    /// A deleted message reads as identity and scope only: no body, no edit, no
+    /// reactions (reads never surface what a delete removed).
+    public func message(_ id: String) throws -> MessageRow? {
+        MessageFold.fold(try storedOps(of: id))
+    }
+
+    /// The live messages, oldest post first (ties by id).
+    public func messages() throws -> [MessageRow] {
+        let ids = try replica.connection.query("SELECT key FROM \(table) WHERE scope = 0 ORDER BY posted, key") { $0.text(0) }
+        return try ids.compactMap { try message($0) }
+    }
+
+    /// The number of live messages.
+    public func count() throws -> Int {
+        Int(try replica.connection.scalarInt("SELECT count(*) FROM \(table) WHERE scope = 0") ?? 0)
+    }
+
+    /// The number of deleted message rows retained (the namespace's tombstones).
+    public func tombstoneCount() throws -> Int {
+        Int(try replica.connection.scalarInt("SELECT count(*) FROM \(table) WHERE scope > 0") ?? 0)
+    }
+
+    /// The number of ops stored whose message has not arrived.
+    public func orphanCount() throws -> Int {
+        Int(try replica.connection.scalarInt("SELECT count(*) FROM \(opsTable) o WHERE NOT EXISTS (SELECT 1 FROM \(table) r WHERE r.key = o.message)") ?? 0)
+    }
+
+    /// Every op stored for `message`, orphans included, in id order: what sync ships.
+    public func ops(of message: String) throws -> [MessageOp] {
+        try storedOps(of: message)
+    }
+
+    /// The bytes of every body stored for `message` across its ops (posts and
+    /// edits): what a delete must leave empty.
+    public func storedBodyBytes(of message: String) throws -> Int {
+        Int(try replica.connection.scalarInt("SELECT coalesce(sum(length(content)), 0) FROM \(opsTable) WHERE message = ? AND action IN (0, 1)", [.text(message)]) ?? 0)
+    }
+
+    // MARK: - Local writes
+
+    /// Posts a new message.
+    /// - Throws: ``ReplicaError`` `messageExists` when the id is taken (a deleted
+    ///   message's id included), `invalidName`/`limitExceeded` for sizes.
+    @discardableResult
+    public func post(_ message: String, body: [UInt8], author: String) throws -> MessageOp {
+        try Limits.checkKey(message, "message id")
+        try Limits.checkKey(author, "author")
+        try Limits.checkValue(body)
+        return try replica.operation {
+            guard MessageFold.fold(try storedOps(of: message)) == nil else {
+                throw ReplicaError(.messageExists, "message \(message) already exists in \(name) (or once did: a deleted message's id is not reused); post under a new id")
+            }
+            return try writeLocal(message, .post(author: author, body: body))
+        }
+    }
+
+    /// Replaces the message's body (last writer wins on (editedAt, editOpID)).
+    /// - Throws: ``ReplicaError`` `messageMissing`, `messageDeleted` (a delete is
+    ///   absorbing: no later edit applies, 000 §6), `limitExceeded`.
+    @discardableResult
+    public func edit(_ message: String, body: [UInt8]) throws -> MessageOp {
+        try Limits.checkValue(body)
+        return try replica.operation {
+            try requireLive(message, to: "edit")
+            return try writeLocal(message, .edit(body: body))
+        }
+    }
+
+    /// Deletes the message for this account's devices (`.me`) or for everyone.
+    /// - Returns: the delete op, or `nil` when the message is already deleted with
+    ///   that scope or a stronger one (nothing to do).
+    /// - Throws: ``ReplicaError`` `messageMissing`; `invalidRecord` for scope `.live`.
+    @discardableResult
+    public func unsend(_ message: String, scope: DeleteScope) throws -> MessageOp? {
+        guard scope != .live else { throw ReplicaError(.invalidRecord, "unsend takes scope me or everyone, not live") }
+        return try replica.operation {
+            guard let row = MessageFold.fold(try storedOps(of: message)) else {
+                throw ReplicaError(.messageMissing, "message \(message) is not in \(name); nothing to delete")
+            }
+            guard row.scope < scope else { return nil }
+            return try writeLocal(message, .delete(scope))
+        }
+    }
+
+    /// Sets `reactor`'s reaction to `emoji` (one register per reactor).
+    /// - Throws: ``ReplicaError`` `messageMissing`, `messageDeleted`, `invalidRecord` for an empty or oversized emoji.
+    @discardableResult
+    public func react(_ message: String, emoji: String, as reactor: String) throws -> MessageOp {
+        try Limits.checkKey(reactor, "reactor")
+        return try replica.operation {
+            try requireLive(message, to: "react to")
+            return try writeLocal(message, .react(reactor: reactor, emoji: emoji))
+        }
+    }
+
+    /// Removes `reactor`'s reaction.
+    /// - Throws: ``ReplicaError`` `messageMissing`, `messageDeleted`.
+    @discardableResult
+    public func unreact(_ message: String, as reactor: String) throws -> MessageOp {
+        try Limits.checkKey(reactor, "reactor")
+        return try replica.operation {
+            try requireLive(message, to: "remove a reaction from")
+            return try writeLocal(message, .unreact(reactor: reactor))
+        }
+    }
+
+    private func requireLive(_ message: String, to verb: String) throws {
+        guard let row = MessageFold.fold(try storedOps(of: message)) else {
+            throw ReplicaError(.messageMissing, "message \(message) is not in \(name); cannot \(verb) it")
+        }
+        guard row.scope == .live else {
+            throw ReplicaError(.messageDeleted, "message \(message) in \(name) was deleted; a delete is final, so it cannot \(verb == "edit" ? "be edited" : "take reactions")")
+        }
+    }
+
+    private func writeLocal(_ message: String, _ action: MessageOp.Action) throws -> MessageOp {
+        let op = MessageOp(
+            id: MessageOpID.generate(using: &replica.random), message: message,
+            time: Int64(bitPattern: replica.nextTimestamp().rawValue), writer: replica.device, action: action)
+        try op.validate()
+        let outcome = try insert([op], into: message)
+        if let kind = outcome.changeKind {
+            replica.emit(ChangeEvent(namespace: name, subject: .message(message), kind: kind, origin: .local))
+        }
+        return op
+    }
+
+    // MARK: - Sync
+
+    /// Every op of `message` held here, orphans included, or `nil` when there are none.
+    public func record(_ message: String) throws -> MessageRecord? {
+        let ops = try storedOps(of: message)
+        return ops.isEmpty ? nil : MessageRecord(message: message, ops: ops)
+    }
+
+    /// Inserts the ops this store lacks and folds the message again.
+    /// - Throws: ``ReplicaError`` `invalidRecord` for a malformed record (nothing changes).
+    @discardableResult
+    public func apply(_ record: MessageRecord) throws -> MergeOutcome {
+        try record.validate()
+        return try replica.operation {
+            for op in record.ops { replica.observe(HybridTimestamp(rawValue: UInt64(op.time))) }
+            let outcome = try insert(record.ops, into: record.message)
+            replica.emitOutcome(outcome, namespace: name, subject: .message(record.message))
+            return outcome
+        }
+    }
+
+    // MARK: - Storage
+
+    /// Stores the ops not held yet (insert-if-absent by op id), purging bodies
+    /// once the message holds a delete, and refreshes the message's row and leaf.
+    private func insert(_ ops: [MessageOp], into message: String) throws -> MergeOutcome {
+        let held = try storedOps(of: message)
+        let heldIDs = Set(held.map(\.id))
+        var seen = heldIDs
+        let fresh = ops.filter { seen.insert($0.id).inserted }
+        guard !fresh.isEmpty else { return MergeOutcome(.unchanged) }
+
+        let wasDeleted = held.contains(where: \.isDelete)
+        let deleted = wasDeleted || fresh.contains(where: \.isDelete)
+        if deleted && !wasDeleted {
+            try replica.connection.execute(
+                "UPDATE \(opsTable) SET content = x'' WHERE message = ? AND action IN (0, 1) AND length(content) > 0", [.text(message)])
+        }
+        for op in fresh { try insertOp(deleted ? op.purged : op) }
+
+        let all = (deleted ? held.map(\.purged) : held) + fresh
+        let before = try storedRow(of: message)
+        guard let row = MessageFold.fold(all) else { return MergeOutcome(.recorded) }
+        let leaf = replica.hasher.leaf(LeafEncoding.message(row))
+        if let before, before.leaf == leaf { return MergeOutcome(.recorded) }
+        try replica.connection.execute(
+            "INSERT OR REPLACE INTO \(table) (key, author, posted, scope, leaf, seq) VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                .text(message), .text(row.author), .integer(row.postedAt), .integer(Int64(row.scope.rawValue)), .blob(leaf.bytes),
+                // A deleted row is a tombstone: numbered afresh whenever it changes, so an
+                // ack taken before the change never vouches for it (DESIGN §6).
+                row.isDeleted ? .integer(replica.nextTombstoneSequence()) : .null,
+            ])
+        if replica.maintainsDigests {
+            if let before { replica.recordLeaf(declaration, key: Array(message.utf8), leaf: before.leaf, added: false) }
+            replica.recordLeaf(declaration, key: Array(message.utf8), leaf: leaf, added: true)
+        }
+        switch (before?.scope, row.scope) {
+        case (nil, .live): return MergeOutcome(.inserted)
+        case (nil, _): return MergeOutcome(.recorded)
+        case (.live?, .live): return MergeOutcome(.updated)
+        case (.live?, _): return MergeOutcome(.deleted)
+        default: return MergeOutcome(.recorded)
+        }
+    }
+
+    private func insertOp(_ op: MessageOp) throws {
+        let (action, actor, content, scope): (Int64, String?, [UInt8]?, Int64?) =
+            switch op.action {
+            case let .post(author, body): (0, author, body, nil)
+            case .edit(let body): (1, nil, body, nil)
+            case .delete(let scope): (2, nil, nil, Int64(scope.rawValue))
+            case let .react(reactor, emoji): (3, reactor, Array(emoji.utf8), nil)
+            case .unreact(let reactor): (4, reactor, nil, nil)
+            }
+        try replica.connection.execute(
+            "INSERT INTO \(opsTable) (message, id, time, writer, action, actor, content, scope) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                .text(op.message), .blob(op.id.bytes), .integer(op.time),
+                .integer(try replica.devices.intern(op.writer, replica.connection)), .integer(action),
+                actor.map { .text($0) } ?? .null, content.map { .blob($0) } ?? .null, scope.map { .integer($0) } ?? .null,
+            ])
+    }
+
+    private func storedRow(of message: String) throws -> (scope: DeleteScope, leaf: Leaf)? {
+        try replica.connection.queryFirst("SELECT scope, leaf FROM \(table) WHERE key = ?", [.text(message)]) { row in
+            guard let scope = DeleteScope(rawValue: UInt8(clamping: row.int64(0))) else {
+                throw ReplicaError(.corrupt, "message \(message) of \(name) has an unknown delete scope; the file is damaged")
+            }
+            return (scope, try replica.storedLeaf(row.blob(1), "message \(message) of \(name)"))
+        }
+    }
+
+    private func storedOps(of message: String) throws -> [MessageOp] {
+        try replica.connection.query(
+            "SELECT id, time, writer, action, actor, content, scope FROM \(opsTable) WHERE message = ? ORDER BY id", [.text(message)]
+        ) { row in
+            guard let id = try? MessageOpID(bytes: row.blob(0)) else {
+                throw ReplicaError(.corrupt, "an op of message \(message) in \(name) has a malformed id; the file is damaged")
+            }
+            let action: MessageOp.Action
+            switch row.int64(3) {
+            case 0: action = .post(author: row.text(4), body: row.blob(5))
+            case 1: action = .edit(body: row.blob(5))
+            case 2:
+                guard let scope = row.optionalInt64(6).flatMap({ DeleteScope(rawValue: UInt8(clamping: $0)) }), scope != .live else {
+                    throw ReplicaError(.corrupt, "a delete of message \(message) in \(name) has no scope; the file is damaged")
+                }
+                action = .delete(scope)
+            case 3: action = .react(reactor: row.text(4), emoji: String(decoding: row.blob(5), as: UTF8.self))
+            default: action = .unreact(reactor: row.text(4))
+            }
+            return MessageOp(id: id, message: message, time: row.int64(1), writer: try replica.devices.id(at: row.int64(2)), action: action)
+        }
+    }
+}
+
+extension MergeOutcome {
+    /// The change event a local write's outcome implies, if any.
+    var changeKind: ChangeEvent.Kind? {
+        switch effect {
+        case .inserted: .inserted
+        case .updated: .updated
+        case .deleted: .deleted
+        case .unchanged, .recorded, .discarded: nil
+        }
+    }
+}

@@ -1,0 +1,328 @@
+import Foundation
+import Testing
+import TestSupport
+@testable import Stele
+
+/// The `messages` namespace as stored (000 §6, DESIGN §7): the fold's claims
+/// again, now through the store, its digest and its wire records, in every
+/// arrival order.
+@Suite struct MessageNamespaceTests {
+    static func store(_ seed: UInt64) throws -> (Replica, MessageNamespace) {
+        let replica = try Fixtures.memoryReplica(device: Fixtures.device(seed))
+        return (replica, try replica.messages("chat"))
+    }
+
+    /// Applies `ops` one record each, in the given order, to a fresh store.
+    static func received(_ ops: [MessageOp], seed: UInt64 = 9) throws -> (Replica, MessageNamespace) {
+        let (replica, chat) = try store(seed)
+        for op in ops { try chat.apply(MessageRecord(message: op.message, ops: [op])) }
+        return (replica, chat)
+    }
+
+    static func op(_ byte: UInt8, at time: Int64, _ action: MessageOp.Action, message: String = "m1") -> MessageOp {
+        MessageOp(
+            id: try! MessageOpID(bytes: Array(repeating: byte, count: MessageOpID.byteCount)), message: message, time: time,
+            writer: Fixtures.device(UInt64(byte)), action: action)
+    }
+
+    static let post = op(1, at: 100, .post(author: "ana", body: "hello".bytes))
+
+    /// Every arrival order of `ops` folds to one row and one digest; returns it.
+    static func agreedOutcome(_ ops: [MessageOp], sourceLocation: SourceLocation = #_sourceLocation) throws -> MessageRow? {
+        var rows: [MessageRow?] = []
+        var digests: Set<Hash32> = []
+        for order in ops.permutations() {
+            let (replica, chat) = try received(order)
+            rows.append(try chat.message("m1"))
+            digests.insert(try replica.digest(of: "chat"))
+        }
+        #expect(Set(rows.map { $0?.leaf }).count == 1, "arrival orders disagree", sourceLocation: sourceLocation)
+        #expect(digests.count == 1, "arrival orders leave different digests", sourceLocation: sourceLocation)
+        return rows.first ?? nil
+    }
+
+    // MARK: - Local writes and their errors
+
+    @Test func localWritesFoldIntoTheRowReadsShow() throws {
+        let (_, chat) = try Self.store(1)
+        try chat.post("m1", body: "hello".bytes, author: "ana")
+        try chat.edit("m1", body: "hello, world".bytes)
+        try chat.react("m1", emoji: "👍", as: "ben")
+        try chat.react("m1", emoji: "❤️", as: "cy")
+        try chat.unreact("m1", as: "cy")
+        let row = try #require(try chat.message("m1"))
+        #expect(row.body == "hello, world".bytes)
+        #expect(row.author == "ana")
+        #expect(row.shownReactions == ["ben": "👍"])
+        #expect(try chat.count() == 1)
+        #expect(try chat.messages().map(\.message) == ["m1"])
+
+        #expect(try chat.unsend("m1", scope: .me) != nil)
+        #expect(try chat.unsend("m1", scope: .me) == nil)
+        #expect(try chat.message("m1")?.scope == .me)
+        #expect(try chat.unsend("m1", scope: .everyone) != nil)
+        #expect(try chat.message("m1")?.scope == .everyone)
+        #expect(try chat.count() == 0)
+        #expect(try chat.messages().isEmpty)
+        #expect(try chat.tombstoneCount() == 1)
+    }
+
+    @Test func eachRefusedWriteSaysWhyAndChangesNothing() throws {
+        let (replica, chat) = try Self.store(1)
+        try chat.post("m1", body: "hello".bytes, author: "ana")
+        let before = try replica.digest(of: "chat")
+        func code(_ body: () throws -> Void) -> ReplicaError.Code? {
+            do { try body() } catch let error as ReplicaError { return error.code } catch { return nil }
+            return nil
+        }
+        #expect(code { try chat.post("m1", body: [], author: "ana") } == .messageExists)
+        #expect(code { try chat.edit("m2", body: [1]) } == .messageMissing)
+        #expect(code { _ = try chat.unsend("m2", scope: .me) } == .messageMissing)
+        #expect(code { try chat.react("m2", emoji: "👍", as: "ben") } == .messageMissing)
+        #expect(code { try chat.react("m1", emoji: "", as: "ben") } == .invalidRecord)
+        #expect(code { try chat.react("m1", emoji: String(repeating: "👍", count: 17), as: "ben") } == .invalidRecord)
+        #expect(code { try chat.react("m1", emoji: "👍", as: "") } == .invalidName)
+        #expect(code { _ = try chat.unsend("m1", scope: .live) } == .invalidRecord)
+        #expect(code { try chat.post("", body: [], author: "ana") } == .invalidName)
+        #expect(code { try chat.post("m3", body: [UInt8](repeating: 0, count: Limits.maximumValueBytes + 1), author: "ana") } == .limitExceeded)
+        #expect(try replica.digest(of: "chat") == before)
+        #expect(try chat.ops(of: "m1").count == 1)
+
+        try chat.unsend("m1", scope: .me)
+        // A delete is absorbing (000 §6): no edit, no reaction afterwards, and the id stays taken.
+        #expect(code { try chat.edit("m1", body: [1]) } == .messageDeleted)
+        #expect(code { try chat.react("m1", emoji: "👍", as: "ben") } == .messageDeleted)
+        #expect(code { try chat.unreact("m1", as: "ben") } == .messageDeleted)
+        #expect(code { try chat.post("m1", body: [], author: "ana") } == .messageExists)
+    }
+
+    @Test func aMalformedRecordIsRefusedWhole() throws {
+        let (replica, chat) = try Self.store(1)
+        let before = try replica.digest(of: "chat")
+        let good = Self.op(2, at: 200, .edit(body: [1]))
+        let records = [
+            MessageRecord(message: "m1", ops: [Self.post, Self.op(3, at: 1, .delete(.live))]),
+            MessageRecord(message: "m1", ops: [Self.post, Self.op(3, at: -1, .edit(body: []))]),
+            MessageRecord(message: "m1", ops: [Self.post, Self.op(3, at: 1, .react(reactor: "ben", emoji: ""))]),
+            MessageRecord(message: "m1", ops: [Self.post, Self.op(3, at: 1, .unreact(reactor: ""))]),
+            MessageRecord(message: "m1", ops: [Self.post, Self.op(3, at: 1, .edit(body: []), message: "m2")]),
+            MessageRecord(message: "m1", ops: [Self.post, good, good]),
+            MessageRecord(message: "", ops: []),
+        ]
+        for record in records {
+            #expect(throws: ReplicaError.self) { try chat.apply(record) }
+        }
+        #expect(try chat.ops(of: "m1").isEmpty)
+        #expect(try replica.digest(of: "chat") == before)
+    }
+
+    // MARK: - Every ordering claim in every arrival order, through the store
+
+    @Test(arguments: [DeleteScope.me, .everyone])
+    func editThenDeleteAndDeleteThenEditEndDeletedWithOneDigest(scope: DeleteScope) throws {
+        let edit = Self.op(2, at: 200, .edit(body: "edited".bytes))
+        let delete = Self.op(3, at: 300, .delete(scope))
+        let lateEdit = Self.op(4, at: 400, .edit(body: "too late".bytes))
+        let row = try #require(try Self.agreedOutcome([Self.post, edit, delete, lateEdit]))
+        #expect(row.scope == scope)
+        #expect(row.body.isEmpty)
+        #expect(row.editedAt == nil)
+        // Edit-then-delete and delete-then-edit, seen by different devices, hash alike.
+        let (sawEdit, _) = try Self.received([Self.post, edit, delete])
+        let (sawLateEdit, _) = try Self.received([Self.post, delete, lateEdit])
+        let (sawOnlyDelete, _) = try Self.received([Self.post, delete])
+        #expect(try sawEdit.digest(of: "chat") == sawOnlyDelete.digest(of: "chat"))
+        #expect(try sawLateEdit.digest(of: "chat") == sawOnlyDelete.digest(of: "chat"))
+    }
+
+    @Test func opsArrivingBeforeTheirMessageWaitAsOrphansAndFoldWhenItLands() throws {
+        let edit = Self.op(2, at: 200, .edit(body: "edited".bytes))
+        let react = Self.op(5, at: 210, .react(reactor: "ben", emoji: "👍"))
+        let (replica, chat) = try Self.received([edit, react])
+        #expect(try chat.message("m1") == nil)
+        #expect(try chat.orphanCount() == 2)
+        #expect(try chat.count() == 0)
+        let empty = try Fixtures.memoryReplica(device: Fixtures.device(8))
+        _ = try empty.messages("chat")
+        // Orphans are not leaves: the digest is that of an empty namespace.
+        #expect(try replica.digest(of: "chat") == empty.digest(of: "chat"))
+        try chat.apply(MessageRecord(message: "m1", ops: [Self.post]))
+        #expect(try chat.orphanCount() == 0)
+        let row = try #require(try chat.message("m1"))
+        #expect(row.body == "edited".bytes)
+        #expect(row.shownReactions == ["ben": "👍"])
+        #expect(try Self.agreedOutcome([Self.post, edit, react])?.leaf == row.leaf)
+    }
+
+    @Test func twoEditsInOneMillisecondPickTheLargerOpIDInEveryOrder() throws {
+        let low = Self.op(0x10, at: 200, .edit(body: "low".bytes))
+        let high = Self.op(0xF0, at: 200, .edit(body: "high".bytes))
+        #expect(try Self.agreedOutcome([Self.post, low, high])?.body == "high".bytes)
+    }
+
+    @Test func aReactionTieIsWonByTheRemovalThenByTheLargerEmoji() throws {
+        let react = Self.op(2, at: 300, .react(reactor: "ben", emoji: "👍"))
+        let unreact = Self.op(3, at: 300, .unreact(reactor: "ben"))
+        #expect(try Self.agreedOutcome([Self.post, react, unreact])?.shownReactions == [:])
+        let a = Self.op(4, at: 300, .react(reactor: "cy", emoji: "A"))
+        let b = Self.op(5, at: 300, .react(reactor: "cy", emoji: "B"))
+        #expect(try Self.agreedOutcome([Self.post, b, a])?.shownReactions == ["cy": "B"])
+    }
+
+    // MARK: - Erasure
+
+    @Test(arguments: [DeleteScope.me, .everyone])
+    func aDeletedMessageKeepsNoTextInAnyOpEvenOneArrivingLater(scope: DeleteScope) throws {
+        let edit = Self.op(2, at: 200, .edit(body: "secret edit".bytes))
+        let delete = Self.op(3, at: 300, .delete(scope))
+        let lateEdit = Self.op(4, at: 400, .edit(body: "arrives after".bytes))
+        for order in [Self.post, edit, delete, lateEdit].permutations() {
+            let (_, chat) = try Self.received(order)
+            #expect(try chat.storedBodyBytes(of: "m1") == 0)
+            #expect(try chat.ops(of: "m1").count == 4)
+        }
+    }
+
+    @Test func aDeletedMessagesTextIsGoneFromTheFileOnDisk() throws {
+        let directory = try TemporaryDirectory()
+        let replica = try Fixtures.replica(in: directory)
+        let chat = try replica.messages("chat")
+        let secret = "the-secret-text-\(UUID().uuidString)"
+        try chat.post("m1", body: Array(secret.utf8), author: "ana")
+        try chat.edit("m1", body: Array((secret + "-edited").utf8))
+        try replica.checkpoint()
+        #expect(fileBytes(directory.file("device.stele"))?.range(of: Data(secret.utf8)) != nil)
+        try chat.unsend("m1", scope: .everyone)
+        try replica.checkpoint()
+        for suffix in ["", "-wal"] {
+            #expect(fileBytes(directory.file("device.stele" + suffix))?.range(of: Data(secret.utf8)) == nil, "the text survives in \(suffix)")
+        }
+    }
+
+    // MARK: - Sync and collection
+
+    @Test func recordsShipEveryOpAndTwoStoresConvergeWhicheverWayTheyExchange() throws {
+        let (a, chatA) = try Self.store(1)
+        let (b, chatB) = try Self.store(2)
+        try chatA.post("m1", body: "hello".bytes, author: "ana")
+        try chatB.apply(try #require(try chatA.record("m1")))
+        try chatA.edit("m1", body: "from a".bytes)
+        try chatB.react("m1", emoji: "👍", as: "ben")
+        try chatB.unsend("m1", scope: .me)
+        try chatA.react("m1", emoji: "❤️", as: "ana")
+        #expect(try a.digest(of: "chat") != b.digest(of: "chat"))
+        let sync = { (replica: Replica) in try NamespaceSync(replica: replica, declaration: try replica.declaration(of: "chat")) }
+        let fromA = try sync(a).records(from: [], below: nil)
+        let fromB = try sync(b).records(from: [], below: nil)
+        #expect(fromA.count == 1)
+        try sync(b).apply(fromA)
+        try sync(a).apply(fromB)
+        #expect(try a.digest(of: "chat") == b.digest(of: "chat"))
+        #expect(try chatA.message("m1")?.scope == .me)
+        #expect(try chatA.ops(of: "m1") == chatB.ops(of: "m1"))
+        // Applying again changes nothing.
+        #expect(try sync(a).apply(fromB) == 0)
+    }
+
+    @Test func theBarrierCollectsDeletedMessagesWithTheirOpsAndKeepsLiveOnes() throws {
+        let (replica, chat) = try Self.store(1)
+        try chat.post("m1", body: "gone".bytes, author: "ana")
+        try chat.react("m1", emoji: "👍", as: "ben")
+        try chat.post("m2", body: "kept".bytes, author: "ana")
+        try chat.unsend("m1", scope: .everyone)
+        #expect(try replica.tombstoneCounts()["chat"] == 1)
+        let digest = try replica.contentDigest()
+        try replica.recordAck(round: CollectionTests.round(1), digest: digest, generation: 1)
+        #expect(try replica.commit(round: CollectionTests.round(1), digest: digest, generation: 1) == .collected(1))
+        #expect(try chat.message("m1") == nil)
+        #expect(try chat.ops(of: "m1").isEmpty)
+        #expect(try chat.message("m2")?.body == "kept".bytes)
+        #expect(try replica.tombstoneCounts()["chat"] == 0)
+        // The digest lost the collected row's leaf, as a fresh store holding m2 alone computes.
+        let (other, otherChat) = try Self.store(2)
+        try otherChat.apply(try #require(try chat.record("m2")))
+        #expect(try replica.digest(of: "chat") == other.digest(of: "chat"))
+    }
+
+    @Test func aDeleteAfterTheAckIsNotCollectedByThatRound() throws {
+        let (replica, chat) = try Self.store(1)
+        try chat.post("m1", body: "x".bytes, author: "ana")
+        try chat.unsend("m1", scope: .me)
+        let digest = try replica.contentDigest()
+        try replica.recordAck(round: CollectionTests.round(1), digest: digest, generation: 1)
+        // The scope grows after the ack: the row is a new tombstone the ack never vouched for.
+        try chat.unsend("m1", scope: .everyone)
+        #expect(try replica.commit(round: CollectionTests.round(1), digest: digest, generation: 1) != .collected(1))
+        #expect(try chat.message("m1")?.scope == .everyone)
+    }
+
+    @Test func recoveryKeepsOnlyTheOpsTheFleetHadNotSeen() throws {
+        let (replica, chat) = try Self.store(1)
+        try chat.post("m1", body: "hello".bytes, author: "ana")
+        let seen = try replica.knowledge()
+        // The fleet's snapshot: m1 was deleted and collected. Locally, a reaction came after.
+        try chat.react("m1", emoji: "👍", as: "ana")
+        try chat.post("m2", body: "after".bytes, author: "ana")
+        let snapshot = Snapshot(generation: 1, knowledge: seen, namespaces: [
+            ReconcileMessage(session: 0, namespace: "chat", kind: .messages, generation: 1, records: []),
+        ])
+        try replica.recover(from: snapshot)
+        // The collected message does not come back; the reaction waits as an orphan; m2 is kept.
+        #expect(try chat.message("m1") == nil)
+        #expect(try chat.orphanCount() == 1)
+        #expect(try chat.message("m2")?.body == "after".bytes)
+    }
+
+    // MARK: - The wire
+
+    @Test func messageRecordsRoundTripThroughAFrameAndGarbageIsATypedError() throws {
+        let ops = [
+            Self.post, Self.op(2, at: 200, .edit(body: "e".bytes)), Self.op(3, at: 300, .react(reactor: "ben", emoji: "👍")),
+            Self.op(4, at: 400, .unreact(reactor: "ben")), Self.op(5, at: 500, .delete(.everyone)),
+        ]
+        let message = ReconcileMessage(
+            session: 7, namespace: "chat", kind: .messages, generation: 3,
+            records: [.message(MessageRecord(message: "m1", ops: ops)), .message(MessageRecord(message: "m2", ops: [Self.op(6, at: 1, .delete(.me), message: "m2")]))])
+        let bytes = FrameCodec.encode(.reconcile(message))
+        #expect(try FrameCodec.decode(bytes) == .reconcile(message))
+        // Every cut is an error, never a trap.
+        for length in 0..<bytes.count {
+            #expect(throws: (any Error).self) { try FrameCodec.decode(Array(bytes.prefix(length))) }
+        }
+    }
+
+    /// The record codec refuses what no sender writes: a delete with scope live,
+    /// an unknown action, ops out of id order.
+    @Test func theRecordDecoderRefusesWhatNoSenderWrites() throws {
+        func encoded(_ ops: [MessageOp]) -> (devices: [DeviceID], bytes: [UInt8]) {
+            var writer = ByteWriter()
+            var records = RecordWriter()
+            records.append([.message(MessageRecord(message: "m1", ops: ops))], into: &writer)
+            return (records.devices, writer.bytes)
+        }
+        func decode(_ devices: [DeviceID], _ bytes: [UInt8]) throws -> [WireRecord] {
+            var reader = ByteReader(bytes)
+            var records = RecordReader(devices: devices)
+            let decoded = try records.records(of: .messages, &reader)
+            try reader.expectEnd("records")
+            return decoded
+        }
+        let delete = encoded([Self.op(1, at: 5, .delete(.me))])
+        #expect(try decode(delete.devices, delete.bytes) == [.message(MessageRecord(message: "m1", ops: [Self.op(1, at: 5, .delete(.me))]))])
+        var live = delete.bytes
+        live[live.count - 1] = 0  // the scope byte
+        #expect(throws: CodecError.self) { try decode(delete.devices, live) }
+        var unknown = delete.bytes
+        unknown[unknown.count - 2] = 9  // the action byte
+        #expect(throws: CodecError.self) { try decode(delete.devices, unknown) }
+        // Two ops written in id order, then swapped: not canonical.
+        let first = Self.op(1, at: 5, .delete(.me))
+        let second = Self.op(2, at: 5, .delete(.me))
+        let pair = encoded([first, second])
+        let one = encoded([first]).bytes
+        let opBytes = pair.bytes.count - one.count  // both ops take as many bytes
+        let prefix = one.count - opBytes  // the record count, the key and the op count
+        let swapped = Array(pair.bytes[..<prefix]) + Array(pair.bytes[(prefix + opBytes)...]) + Array(pair.bytes[prefix..<(prefix + opBytes)])
+        #expect(throws: CodecError.self) { try decode(pair.devices, swapped) }
+    }
+}
