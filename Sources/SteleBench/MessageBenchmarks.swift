@@ -12,13 +12,14 @@ enum MessageBenchmarks {
     static func run(scale: BenchmarkSuite.Scale, directory: String) throws -> [BenchmarkFigure] {
         let messages = 100_000 / scale.divisor
         let writer = try DeviceIdentity.generate().deviceID
+        let account = AccountID.generate()
         var random = SplitMixBench(seed: 7)
         var ops: [MessageOp] = []
         ops.reserveCapacity(messages * 5)
         var time: Int64 = 1 << 40
         func op(_ message: String, _ action: MessageOp.Action) -> MessageOp {
             time += 1
-            return MessageOp(id: MessageOpID.generate(using: &random), message: message, time: time, writer: writer, action: action)
+            return MessageOp(id: MessageOpID.generate(using: &random), message: message, time: time, writer: writer, account: account, action: action)
         }
         for index in 0..<messages {
             let id = "m\(index)"
@@ -31,7 +32,7 @@ enum MessageBenchmarks {
         let shuffled = ops.shuffled(using: &random)
 
         func fold(_ ops: [MessageOp], into name: String) throws -> (seconds: Double, digest: Hash32) {
-            let replica = try Replica.create(at: "\(directory)/\(name).stele", account: AccountID.generate(), device: try DeviceIdentity.generate().deviceID)
+            let replica = try Replica.create(at: "\(directory)/\(name).stele", account: account, device: try DeviceIdentity.generate().deviceID)
             let chat = try replica.messages("chat")
             let seconds = try Stopwatch.time {
                 for start in stride(from: 0, to: ops.count, by: LocalWriteBenchmarks.batch) {

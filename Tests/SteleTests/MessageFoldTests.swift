@@ -11,7 +11,8 @@ import TestSupport
     }
 
     static func op(_ byte: UInt8, at time: Int64, _ action: MessageOp.Action, message: String = "m1") -> MessageOp {
-        MessageOp(id: id(byte), message: message, time: time, writer: try! DeviceID(bytes: Array(repeating: byte, count: DeviceID.byteCount)), action: action)
+        MessageOp(id: id(byte), message: message, time: time, writer: try! DeviceID(bytes: Array(repeating: byte, count: DeviceID.byteCount)),
+            account: Fixtures.account(), action: action)
     }
 
     static let post = op(1, at: 100, .post(author: "ana", body: Array("hello".utf8)))
@@ -186,5 +187,77 @@ import TestSupport
         #expect(throws: CodecError.self) { _ = try MessageOpID(bytes: [1, 2, 3]) }
         var generator = SeededGenerator(seed: 4)
         #expect(MessageOpID.generate(using: &generator) != MessageOpID.generate(using: &generator))
+    }
+}
+
+/// The outbox duty (000 §6 "reconcileOutboxDuty"): what this account still owes
+/// the other side, a pure function of the ops, the same in every arrival order.
+@Suite struct MessageDutyTests {
+    static let me = Fixtures.account(1)
+    static let contact = Fixtures.account(2)
+
+    static func op(_ byte: UInt8, at time: Int64, _ action: MessageOp.Action, account: AccountID = me) -> MessageOp {
+        MessageOp(
+            id: MessageFoldTests.id(byte), message: "m1", time: time, writer: Fixtures.device(UInt64(byte)), account: account, action: action)
+    }
+
+    static let post = op(1, at: 100, .post(author: "ana", body: "hello".bytes))
+    static func receipt(of op: MessageOp, _ byte: UInt8, at time: Int64 = 150) -> MessageOp {
+        Self.op(byte, at: time, .receipt(of: op.id), account: contact)
+    }
+
+    /// The duty of `ops`, checked to be the same for every arrival order.
+    static func duty(_ ops: [MessageOp], sourceLocation: SourceLocation = #_sourceLocation) -> [MessageOpID] {
+        let duties = Set(ops.permutations().map { MessageFold.duty(of: $0, for: me).map(\.id) })
+        #expect(duties.count == 1, "arrival orders owe different ops", sourceLocation: sourceLocation)
+        return duties.first ?? []
+    }
+
+    @Test func aLiveMessageOwesItsUnreceiptedOpsAndAReceiptCancelsThem() {
+        let edit = Self.op(2, at: 200, .edit(body: "edited".bytes))
+        let react = Self.op(3, at: 210, .react(reactor: "ana", emoji: "👍"))
+        #expect(Self.duty([Self.post]) == [Self.post.id])
+        #expect(Self.duty([Self.post, edit, react]) == [Self.post.id, edit.id, react.id])
+        #expect(Self.duty([Self.post, Self.receipt(of: Self.post, 9), edit]) == [edit.id])
+        #expect(Self.duty([Self.post, Self.receipt(of: Self.post, 9), edit, Self.receipt(of: edit, 10, at: 250)]).isEmpty)
+        // A receipt that arrives before the op it names cancels it all the same.
+        #expect(MessageFold.duty(of: [Self.receipt(of: Self.post, 9), Self.post], for: Self.me).isEmpty)
+    }
+
+    @Test func aContactsOpsAndReceiptsAreNeverOwed() {
+        let theirs = Self.op(1, at: 100, .post(author: "ben", body: "hi".bytes), account: Self.contact)
+        let myReaction = Self.op(2, at: 200, .react(reactor: "ana", emoji: "👍"))
+        #expect(Self.duty([theirs]).isEmpty)
+        #expect(Self.duty([theirs, myReaction]) == [myReaction.id])
+        #expect(MessageFold.duty(of: [theirs, myReaction], for: Self.contact) == [theirs])
+    }
+
+    @Test(arguments: [DeleteScope.me, .everyone])
+    func anUndeliveredMessageThatIsDeletedOwesNothingInAnyOrder(scope: DeleteScope) {
+        let edit = Self.op(2, at: 200, .edit(body: "edited".bytes))
+        let delete = Self.op(3, at: 300, .delete(scope))
+        #expect(Self.duty([Self.post, edit, delete]).isEmpty)
+    }
+
+    @Test func aDeliveredMessageDeletedForEveryoneOwesItsRecallUntilThatIsReceipted() {
+        let edit = Self.op(2, at: 200, .edit(body: "edited".bytes))
+        let recall = Self.op(3, at: 300, .delete(.everyone))
+        let delivered = Self.receipt(of: Self.post, 9)
+        #expect(Self.duty([Self.post, delivered, edit, recall]) == [recall.id])
+        let recalled = Self.receipt(of: recall, 10, at: 350)
+        #expect(Self.duty([Self.post, delivered, edit, recall, recalled]).isEmpty)
+        // Deleted for me after delivery: nothing more travels.
+        #expect(Self.duty([Self.post, delivered, edit, Self.op(4, at: 300, .delete(.me))]).isEmpty)
+    }
+
+    @Test func devicesThatDisagreeOnADeliveryHoldDifferentLeavesUntilTheReceiptArrives() throws {
+        let recall = Self.op(3, at: 300, .delete(.everyone))
+        let delivered = Self.receipt(of: Self.post, 9)
+        let knowsDelivery = try #require(MessageFold.fold([Self.post, delivered, recall]))
+        let doesNot = try #require(MessageFold.fold([Self.post, recall]))
+        #expect(knowsDelivery.leaf != doesNot.leaf)
+        let live = try #require(MessageFold.fold([Self.post, delivered]))
+        #expect(live.leaf != MessageFold.fold([Self.post])?.leaf)
+        #expect(live.isDelivered)
     }
 }

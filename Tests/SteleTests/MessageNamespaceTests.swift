@@ -22,7 +22,7 @@ import TestSupport
     static func op(_ byte: UInt8, at time: Int64, _ action: MessageOp.Action, message: String = "m1") -> MessageOp {
         MessageOp(
             id: try! MessageOpID(bytes: Array(repeating: byte, count: MessageOpID.byteCount)), message: message, time: time,
-            writer: Fixtures.device(UInt64(byte)), action: action)
+            writer: Fixtures.device(UInt64(byte)), account: Fixtures.account(), action: action)
     }
 
     static let post = op(1, at: 100, .post(author: "ana", body: "hello".bytes))
@@ -273,12 +273,120 @@ import TestSupport
         #expect(try chat.message("m2")?.body == "after".bytes)
     }
 
+    // MARK: - Conversations: the outbox and receipts
+
+    static func contactStore() throws -> (Replica, MessageNamespace) {
+        let replica = try Fixtures.memoryReplica(account: Fixtures.account(7), device: Fixtures.device(70))
+        return (replica, try replica.messages("chat"))
+    }
+
+    /// Every record of `from`'s namespace applied to `to`'s, as reconcile would.
+    static func sync(_ from: Replica, into to: Replica) throws {
+        let source = try NamespaceSync(replica: from, declaration: try from.declaration(of: "chat"))
+        try NamespaceSync(replica: to, declaration: try to.declaration(of: "chat")).apply(try source.records(from: [], below: nil))
+    }
+
+    @Test func aDeliveryIsReceiptedOnceAndTheReceiptEmptiesTheOutbox() throws {
+        let (phone, chat) = try Self.store(1)
+        let (_, bob) = try Self.contactStore()
+        try chat.post("m1", body: "hello".bytes, author: "ana")
+        let owed = try chat.outbox()
+        #expect(owed.map(\.message) == ["m1"])
+        #expect(owed.first?.ops.map(\.action) == [.post(author: "ana", body: "hello".bytes)])
+        let receipts = try bob.receive(try #require(owed.first), from: phone.account)
+        #expect(try bob.message("m1")?.body == "hello".bytes)
+        // The same delivery twice: the same receipt, nothing new stored.
+        #expect(try bob.receive(try #require(owed.first), from: phone.account) == receipts)
+        #expect(try bob.ops(of: "m1").count == 2)
+        #expect(try bob.outbox().isEmpty)
+        // Receipts come back as records of the contact's account.
+        try chat.apply(receipts)
+        #expect(try chat.outbox().isEmpty)
+        #expect(try chat.outboxCount() == 0)
+        #expect(try chat.message("m1")?.isDelivered == true)
+        // An edit after delivery owes just the edit.
+        let edit = try chat.edit("m1", body: "edited".bytes)
+        #expect(try chat.outbox().first?.ops == [edit])
+    }
+
+    @Test func aContactMayNotSpeakForAnotherAccountNorEditOurMessages() throws {
+        let (phone, chat) = try Self.store(1)
+        let (bobReplica, bob) = try Self.contactStore()
+        try chat.post("m1", body: "hello".bytes, author: "ana")
+        let owed = try #require(try chat.outbox().first)
+        // Claimed to come from the contact while the ops are ours: refused, nothing stored.
+        #expect { try bob.receive(owed, from: Fixtures.account(8)) } throws: { ($0 as? ReplicaError)?.code == .invalidRecord }
+        #expect { try bob.receive(owed, from: bobReplica.account) } throws: { ($0 as? ReplicaError)?.code == .invalidRecord }
+        #expect(try bob.ops(of: "m1").isEmpty)
+        try bob.receive(owed, from: phone.account)
+        // The contact holds our message: it may react to it or delete it for itself, not edit it or recall it.
+        #expect { try bob.edit("m1", body: "forged".bytes) } throws: { ($0 as? ReplicaError)?.code == .notAuthor }
+        #expect { try bob.unsend("m1", scope: .everyone) } throws: { ($0 as? ReplicaError)?.code == .notAuthor }
+        try bob.react("m1", emoji: "👍", as: "ben")
+        #expect(try bob.outbox().first?.ops.map(\.action) == [.react(reactor: "ben", emoji: "👍")])
+        #expect(try bob.unsend("m1", scope: .me) != nil)
+        #expect(try bob.outbox().isEmpty)
+    }
+
+    /// The claim: a message deleted for everyone before it was delivered
+    /// is never delivered by any device of the account, the one that was offline
+    /// at the delete included, once it has the delete. The duty is derived from
+    /// the ops, so the delete arriving by reconcile is what cancels it.
+    @Test func anUndeliveredMessageUnsentForEveryoneLeavesEveryOutboxEvenTheOfflineDevices() throws {
+        let (phone, phoneChat) = try Self.store(1)
+        let (laptop, laptopChat) = try Self.store(2)
+        try phoneChat.post("m1", body: "regrettable".bytes, author: "ana")
+        try Self.sync(phone, into: laptop)
+        #expect(try laptopChat.outboxCount() == 1)
+        // The laptop goes offline; the phone deletes for everyone.
+        try phoneChat.unsend("m1", scope: .everyone)
+        #expect(try phoneChat.outbox().isEmpty)
+        // Still cut off, the laptop owes it (its only knowledge): the transport must
+        // not deliver before it has heard its siblings (see ARCHITECTURE, "Messages").
+        #expect(try laptopChat.outboxCount() == 1)
+        try Self.sync(phone, into: laptop)
+        #expect(try laptopChat.outbox().isEmpty)
+        #expect(try laptopChat.storedBodyBytes(of: "m1") == 0)
+        // Nothing brings it back: a stale copy of the post arriving later owes nothing either.
+        let (oldCopy, _) = try Self.store(3)
+        try oldCopy.messages("chat").apply(MessageRecord(message: "m1", ops: [try #require(try phoneChat.ops(of: "m1").first { $0.action != .delete(.everyone) })]))
+        try Self.sync(oldCopy, into: laptop)
+        #expect(try laptopChat.outbox().isEmpty)
+        #expect(try phone.digest(of: "chat") == laptop.digest(of: "chat"))
+    }
+
+    @Test func aRecallStillOwedIsNotCollectedAndIsOnceReceipted() throws {
+        let (phone, chat) = try Self.store(1)
+        let (_, bob) = try Self.contactStore()
+        try chat.post("m1", body: "hello".bytes, author: "ana")
+        try chat.apply(try bob.receive(try #require(try chat.outbox().first), from: phone.account))
+        try chat.unsend("m1", scope: .everyone)
+        let recall = try #require(try chat.outbox().first)
+        #expect(recall.ops.map(\.action) == [.delete(.everyone)])
+        var digest = try phone.contentDigest()
+        try phone.recordAck(round: CollectionTests.round(1), digest: digest, generation: 1)
+        #expect(try phone.commit(round: CollectionTests.round(1), digest: digest, generation: 1) == .collected(0))
+        #expect(try chat.message("m1")?.scope == .everyone)
+        // The contact takes the recall: its copy loses the text; its receipt frees the row.
+        try chat.apply(try bob.receive(recall, from: phone.account))
+        #expect(try bob.message("m1")?.scope == .everyone)
+        #expect(try bob.storedBodyBytes(of: "m1") == 0)
+        #expect(try chat.outbox().isEmpty)
+        digest = try phone.contentDigest()
+        try phone.recordAck(round: CollectionTests.round(2), digest: digest, generation: 2)
+        #expect(try phone.commit(round: CollectionTests.round(2), digest: digest, generation: 2) == .collected(1))
+        #expect(try chat.ops(of: "m1").isEmpty)
+    }
+
     // MARK: - The wire
 
     @Test func messageRecordsRoundTripThroughAFrameAndGarbageIsATypedError() throws {
         let ops = [
             Self.post, Self.op(2, at: 200, .edit(body: "e".bytes)), Self.op(3, at: 300, .react(reactor: "ben", emoji: "👍")),
             Self.op(4, at: 400, .unreact(reactor: "ben")), Self.op(5, at: 500, .delete(.everyone)),
+            MessageOp(
+                id: Self.op(6, at: 0, .delete(.me)).id, message: "m1", time: 600, writer: Fixtures.device(70), account: Fixtures.account(7),
+                action: .receipt(of: Self.post.id)),
         ]
         let message = ReconcileMessage(
             session: 7, namespace: "chat", kind: .messages, generation: 3,

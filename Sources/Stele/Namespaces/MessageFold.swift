@@ -49,6 +49,8 @@ public struct MessageOp: Sendable, Equatable {
         case delete(DeleteScope)
         case react(reactor: String, emoji: String)
         case unreact(reactor: String)
+        /// The other side of a conversation received op `of` (a delivery receipt).
+        case receipt(of: MessageOpID)
     }
 
     public let id: MessageOpID
@@ -60,13 +62,17 @@ public struct MessageOp: Sendable, Equatable {
     /// The device that wrote the op. The fold never looks at it; recovery does
     /// (``Knowledge``: what a fleet had seen of each device's writes).
     public let writer: DeviceID
+    /// The account whose device wrote the op: this account's (outbound) or a
+    /// contact's (inbound). What a device must deliver follows from it.
+    public let account: AccountID
     public let action: Action
 
-    public init(id: MessageOpID, message: String, time: Int64, writer: DeviceID, action: Action) {
+    public init(id: MessageOpID, message: String, time: Int64, writer: DeviceID, account: AccountID, action: Action) {
         self.id = id
         self.message = message
         self.time = time
         self.writer = writer
+        self.account = account
         self.action = action
     }
 
@@ -79,9 +85,9 @@ public struct MessageOp: Sendable, Equatable {
     /// The op with its body removed: what a delete leaves of a post or an edit.
     public var purged: MessageOp {
         switch action {
-        case .post(let author, _): MessageOp(id: id, message: message, time: time, writer: writer, action: .post(author: author, body: []))
-        case .edit: MessageOp(id: id, message: message, time: time, writer: writer, action: .edit(body: []))
-        case .delete, .react, .unreact: self
+        case .post(let author, _): MessageOp(id: id, message: message, time: time, writer: writer, account: account, action: .post(author: author, body: []))
+        case .edit: MessageOp(id: id, message: message, time: time, writer: writer, account: account, action: .edit(body: []))
+        case .delete, .react, .unreact, .receipt: self
         }
     }
 }
@@ -119,15 +125,30 @@ public struct MessageRow: Sendable, Equatable {
     public fileprivate(set) var scope: DeleteScope = .live
     /// Each reactor's register; empty on a deleted row.
     public fileprivate(set) var reactions: [String: Reaction] = [:]
+    /// The ops of this message the other side has receipted (whatever order the
+    /// receipts and the ops came in).
+    public fileprivate(set) var receipted: Set<MessageOpID> = []
+    /// The post's id: its receipt is what "delivered" means.
+    public let postOp: MessageOpID
+    /// The deletes for everyone among the ops (one, or a few made concurrently).
+    public fileprivate(set) var recalls: [MessageOpID] = []
 
     public var isDeleted: Bool { scope != .live }
+
+    /// Whether the other side has the message.
+    public var isDelivered: Bool { receipted.contains(postOp) }
+
+    /// Whether the other side has a delete for everyone of it.
+    public var isRecallDelivered: Bool { recalls.contains { receipted.contains($0) } }
 
     /// The reactions shown: reactor → emoji.
     public var shownReactions: [String: String] { reactions.compactMapValues(\.emoji) }
 
     /// The canonical bytes the digest hashes (000 §6). A deleted row is identity
     /// and scope only, so a device that saw edit-then-delete and one that saw
-    /// only the delete hash alike.
+    /// only the delete hash alike; beyond the seed, with the two delivery facts
+    /// the outbox duty follows from (delivered, recall delivered), so devices
+    /// that disagree on them differ and reconcile the receipts.
     public var leaf: [UInt8] {
         var writer = ByteWriter(capacity: 64 + body.count)
         for text in [message, author] {
@@ -136,7 +157,10 @@ public struct MessageRow: Sendable, Equatable {
         }
         writer.appendBigEndian(UInt64(bitPattern: postedAt))
         writer.append(scope.rawValue)
-        guard scope == .live else { return writer.bytes }
+        guard scope == .live else {
+            writer.append((isDelivered ? 1 : 0) | (isRecallDelivered ? 2 : 0))
+            return writer.bytes
+        }
         writer.appendVarint(UInt64(body.count))
         writer.append(body)
         if let editedAt, let editOp {
@@ -156,6 +180,8 @@ public struct MessageRow: Sendable, Equatable {
             writer.appendVarint(UInt64(emoji?.count ?? 0))
             writer.append(emoji ?? [])
         }
+        writer.appendVarint(UInt64(receipted.count))
+        for id in receipted.sorted() { writer.append(id.bytes) }
         return writer.bytes
     }
 }
@@ -171,11 +197,42 @@ public enum MessageFold {
         guard let post = ordered.first(where: { if case .post = $0.action { true } else { false } }),
             case let .post(author, body) = post.action
         else { return nil }
-        var row = MessageRow(message: post.message, author: author, postedAt: post.time, body: body)
+        var row = MessageRow(message: post.message, author: author, postedAt: post.time, body: body, postOp: post.id)
         for op in ordered where op.message == post.message && op.id != post.id {
             apply(op, to: &row)
         }
         return row
+    }
+
+    /// The outbox duty (000 §6 "reconcileOutboxDuty"): the ops of `account` that
+    /// a device of that account must still deliver to the other side, derived
+    /// from the ops alone, so every device that holds the same ops owes the same.
+    ///
+    /// - A message not yet delivered and deleted (either scope) owes nothing: the
+    ///   recall rides the same convergence as the delete, and the other side
+    ///   never learns it existed.
+    /// - A delivered message deleted for everyone owes only its delete.
+    /// - A delivered message deleted for me owes nothing more (a delete for me
+    ///   reaches this account's devices only, and the text to edit is erased).
+    /// - A live message owes every op of `account` not receipted: its post (with
+    ///   the current text), edits, reactions. Receipts and deletes for me never travel.
+    public static func duty(of ops: [MessageOp], for account: AccountID) -> [MessageOp] {
+        guard let row = fold(ops) else { return [] }
+        let mine = ops.filter { $0.account == account && !row.receipted.contains($0.id) }
+        switch row.scope {
+        case .everyone:
+            guard row.isDelivered, !row.isRecallDelivered else { return [] }
+            return mine.filter { $0.action == .delete(.everyone) }.sorted { $0.id < $1.id }
+        case .me:
+            return []
+        case .live:
+            return mine.filter { op in
+                switch op.action {
+                case .post, .edit, .react, .unreact: true
+                case .delete, .receipt: false
+                }
+            }.sorted { $0.id < $1.id }
+        }
     }
 
     static func apply(_ op: MessageOp, to row: inout MessageRow) {
@@ -190,6 +247,8 @@ public enum MessageFold {
             row.editedAt = op.time
             row.editOp = op.id
         case .delete(let scope):
+            // Every delete for everyone is a recall to deliver, a weaker-or-equal one too.
+            if scope == .everyone { row.recalls.append(op.id) }
             guard scope > row.scope else { return }
             row.scope = scope
             // Canonical: edit fields and reactions cleared (000 §6). 000 §6 purges
@@ -204,6 +263,8 @@ public enum MessageFold {
             register(Reaction(emoji: emoji, time: op.time), for: reactor, in: &row)
         case .unreact(let reactor):
             register(Reaction(emoji: nil, time: op.time), for: reactor, in: &row)
+        case .receipt(let received):
+            row.receipted.insert(received)
         }
     }
 

@@ -80,12 +80,14 @@ public struct MessageNamespace {
 
     /// Replaces the message's body (last writer wins on (editedAt, editOpID)).
     /// - Throws: ``ReplicaError`` `messageMissing`, `messageDeleted` (a delete is
-    ///   absorbing: no later edit applies, 000 §6), `limitExceeded`.
+    ///   absorbing: no later edit applies, 000 §6), `notAuthor` (a contact's
+    ///   message), `limitExceeded`.
     @discardableResult
     public func edit(_ message: String, body: [UInt8]) throws -> MessageOp {
         try Limits.checkValue(body)
         return try replica.operation {
             try requireLive(message, to: "edit")
+            try requireOwn(message, to: "edit")
             return try writeLocal(message, .edit(body: body))
         }
     }
@@ -93,7 +95,8 @@ public struct MessageNamespace {
     /// Deletes the message for this account's devices (`.me`) or for everyone.
     /// - Returns: the delete op, or `nil` when the message is already deleted with
     ///   that scope or a stronger one (nothing to do).
-    /// - Throws: ``ReplicaError`` `messageMissing`; `invalidRecord` for scope `.live`.
+    /// - Throws: ``ReplicaError`` `messageMissing`; `notAuthor` for a delete for
+    ///   everyone of a contact's message; `invalidRecord` for scope `.live`.
     @discardableResult
     public func unsend(_ message: String, scope: DeleteScope) throws -> MessageOp? {
         guard scope != .live else { throw ReplicaError(.invalidRecord, "unsend takes scope me or everyone, not live") }
@@ -102,6 +105,7 @@ public struct MessageNamespace {
                 throw ReplicaError(.messageMissing, "message \(message) is not in \(name); nothing to delete")
             }
             guard row.scope < scope else { return nil }
+            if scope == .everyone { try requireOwn(message, to: "delete for everyone") }
             return try writeLocal(message, .delete(scope))
         }
     }
@@ -137,10 +141,18 @@ public struct MessageNamespace {
         }
     }
 
+    /// Only the author's account edits a message or deletes it for everyone.
+    private func requireOwn(_ message: String, to verb: String) throws {
+        let post = try storedOps(of: message).first { if case .post = $0.action { true } else { false } }
+        guard let post, post.account == replica.account else {
+            throw ReplicaError(.notAuthor, "message \(message) in \(name) was written by a contact; only its author can \(verb) it. Delete it for me instead")
+        }
+    }
+
     private func writeLocal(_ message: String, _ action: MessageOp.Action) throws -> MessageOp {
         let op = MessageOp(
             id: MessageOpID.generate(using: &replica.random), message: message,
-            time: Int64(bitPattern: replica.nextTimestamp().rawValue), writer: replica.device, action: action)
+            time: Int64(bitPattern: replica.nextTimestamp().rawValue), writer: replica.device, account: replica.account, action: action)
         try op.validate()
         let outcome = try insert([op], into: message)
         if let kind = outcome.changeKind {
@@ -170,6 +182,60 @@ public struct MessageNamespace {
         }
     }
 
+    // MARK: - Conversations: the outbox and receipts (000 §6 "reconcileOutboxDuty")
+
+    /// What this account still owes the other side of the conversation: per
+    /// message, the ops to deliver (``MessageFold/duty(of:for:)``), derived from
+    /// the folded ops, so a delivery receipt or a delete that reaches any device
+    /// of the account cancels the duty on every device as the fold converges.
+    public func outbox() throws -> [MessageRecord] {
+        let owing = try replica.connection.query("SELECT key FROM \(table) WHERE duty = 1 ORDER BY posted, key") { $0.text(0) }
+        return try owing.compactMap { message in
+            let ops = MessageFold.duty(of: try storedOps(of: message), for: replica.account)
+            return ops.isEmpty ? nil : MessageRecord(message: message, ops: ops)
+        }
+    }
+
+    /// The number of messages that owe a delivery.
+    public func outboxCount() throws -> Int {
+        Int(try replica.connection.scalarInt("SELECT count(*) FROM \(table) WHERE duty = 1") ?? 0)
+    }
+
+    /// Takes in ops delivered by a contact's device and writes a receipt for
+    /// each, to send back (and kept here too, so this account's devices agree
+    /// on what arrived). Receipt ids are derived from the op and this device, so
+    /// a delivery that comes twice is receipted once.
+    /// - Throws: ``ReplicaError`` `invalidRecord` when an op claims another
+    ///   account than the sender's, or is malformed (nothing changes).
+    @discardableResult
+    public func receive(_ record: MessageRecord, from account: AccountID) throws -> MessageRecord {
+        try record.validate()
+        guard account != replica.account, record.ops.allSatisfy({ $0.account == account }) else {
+            throw ReplicaError(.invalidRecord, "a delivery of message \(record.message) holds ops of another account than its sender's")
+        }
+        return try replica.operation {
+            let time = Int64(bitPattern: replica.nextTimestamp().rawValue)
+            let receipts = record.ops.filter { if case .receipt = $0.action { false } else { true } }.map { op in
+                MessageOp(
+                    id: receiptID(of: op.id), message: record.message, time: time, writer: replica.device, account: replica.account,
+                    action: .receipt(of: op.id))
+            }
+            let outcome = try insert(record.ops + receipts, into: record.message)
+            replica.emitOutcome(outcome, namespace: name, subject: .message(record.message))
+            // A receipt written before (a delivery that came again) is sent as it was stored.
+            let ids = Set(receipts.map(\.id))
+            return MessageRecord(message: record.message, ops: try storedOps(of: record.message).filter { ids.contains($0.id) })
+        }
+    }
+
+    private func receiptID(of op: MessageOpID) -> MessageOpID {
+        var bytes = Array("stele receipt v1".utf8)
+        bytes += op.bytes
+        bytes += replica.device.bytes
+        // 16 of SHA-256's 32 bytes: the same op received twice on one device gets one receipt.
+        return (try? MessageOpID(bytes: replica.hasher.hash(bytes).bytes.prefix(MessageOpID.byteCount))) ?? op
+    }
+
     // MARK: - Storage
 
     /// Stores the ops not held yet (insert-if-absent by op id), purging bodies
@@ -193,16 +259,18 @@ public struct MessageNamespace {
         let before = try storedRow(of: message)
         guard let row = MessageFold.fold(all) else { return MergeOutcome(.recorded) }
         let leaf = replica.hasher.leaf(LeafEncoding.message(row))
-        if let before, before.leaf == leaf { return MergeOutcome(.recorded) }
+        let owes = !MessageFold.duty(of: all, for: replica.account).isEmpty
+        if let before, before.leaf == leaf, before.owes == owes { return MergeOutcome(.recorded) }
         try replica.connection.execute(
-            "INSERT OR REPLACE INTO \(table) (key, author, posted, scope, leaf, seq) VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO \(table) (key, author, posted, scope, leaf, seq, duty) VALUES (?, ?, ?, ?, ?, ?, ?)",
             [
                 .text(message), .text(row.author), .integer(row.postedAt), .integer(Int64(row.scope.rawValue)), .blob(leaf.bytes),
                 // A deleted row is a tombstone: numbered afresh whenever it changes, so an
                 // ack taken before the change never vouches for it (DESIGN §6).
                 row.isDeleted ? .integer(replica.nextTombstoneSequence()) : .null,
+                .integer(owes ? 1 : 0),
             ])
-        if replica.maintainsDigests {
+        if replica.maintainsDigests, before?.leaf != leaf {
             if let before { replica.recordLeaf(declaration, key: Array(message.utf8), leaf: before.leaf, added: false) }
             replica.recordLeaf(declaration, key: Array(message.utf8), leaf: leaf, added: true)
         }
@@ -223,45 +291,62 @@ public struct MessageNamespace {
             case .delete(let scope): (2, nil, nil, Int64(scope.rawValue))
             case let .react(reactor, emoji): (3, reactor, Array(emoji.utf8), nil)
             case .unreact(let reactor): (4, reactor, nil, nil)
+            case .receipt(let received): (5, nil, received.bytes, nil)
             }
         try replica.connection.execute(
-            "INSERT INTO \(opsTable) (message, id, time, writer, action, actor, content, scope) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO \(opsTable) (message, id, time, writer, account, action, actor, content, scope) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 .text(op.message), .blob(op.id.bytes), .integer(op.time),
-                .integer(try replica.devices.intern(op.writer, replica.connection)), .integer(action),
+                .integer(try replica.devices.intern(op.writer, replica.connection)),
+                op.account == replica.account ? .null : .blob(op.account.bytes), .integer(action),
                 actor.map { .text($0) } ?? .null, content.map { .blob($0) } ?? .null, scope.map { .integer($0) } ?? .null,
             ])
     }
 
-    private func storedRow(of message: String) throws -> (scope: DeleteScope, leaf: Leaf)? {
-        try replica.connection.queryFirst("SELECT scope, leaf FROM \(table) WHERE key = ?", [.text(message)]) { row in
+    private func storedRow(of message: String) throws -> (scope: DeleteScope, leaf: Leaf, owes: Bool)? {
+        try replica.connection.queryFirst("SELECT scope, leaf, duty FROM \(table) WHERE key = ?", [.text(message)]) { row in
             guard let scope = DeleteScope(rawValue: UInt8(clamping: row.int64(0))) else {
                 throw ReplicaError(.corrupt, "message \(message) of \(name) has an unknown delete scope; the file is damaged")
             }
-            return (scope, try replica.storedLeaf(row.blob(1), "message \(message) of \(name)"))
+            return (scope, try replica.storedLeaf(row.blob(1), "message \(message) of \(name)"), row.int64(2) == 1)
         }
     }
 
     private func storedOps(of message: String) throws -> [MessageOp] {
         try replica.connection.query(
-            "SELECT id, time, writer, action, actor, content, scope FROM \(opsTable) WHERE message = ? ORDER BY id", [.text(message)]
+            "SELECT id, time, writer, account, action, actor, content, scope FROM \(opsTable) WHERE message = ? ORDER BY id", [.text(message)]
         ) { row in
             guard let id = try? MessageOpID(bytes: row.blob(0)) else {
                 throw ReplicaError(.corrupt, "an op of message \(message) in \(name) has a malformed id; the file is damaged")
             }
             let action: MessageOp.Action
-            switch row.int64(3) {
-            case 0: action = .post(author: row.text(4), body: row.blob(5))
-            case 1: action = .edit(body: row.blob(5))
+            switch row.int64(4) {
+            case 0: action = .post(author: row.text(5), body: row.blob(6))
+            case 1: action = .edit(body: row.blob(6))
             case 2:
-                guard let scope = row.optionalInt64(6).flatMap({ DeleteScope(rawValue: UInt8(clamping: $0)) }), scope != .live else {
+                guard let scope = row.optionalInt64(7).flatMap({ DeleteScope(rawValue: UInt8(clamping: $0)) }), scope != .live else {
                     throw ReplicaError(.corrupt, "a delete of message \(message) in \(name) has no scope; the file is damaged")
                 }
                 action = .delete(scope)
-            case 3: action = .react(reactor: row.text(4), emoji: String(decoding: row.blob(5), as: UTF8.self))
-            default: action = .unreact(reactor: row.text(4))
+            case 3: action = .react(reactor: row.text(5), emoji: String(decoding: row.blob(6), as: UTF8.self))
+            case 4: action = .unreact(reactor: row.text(5))
+            default:
+                guard let received = try? MessageOpID(bytes: row.blob(6)) else {
+                    throw ReplicaError(.corrupt, "a receipt in message \(message) of \(name) names no op; the file is damaged")
+                }
+                action = .receipt(of: received)
             }
-            return MessageOp(id: id, message: message, time: row.int64(1), writer: try replica.devices.id(at: row.int64(2)), action: action)
+            let account: AccountID
+            if let bytes = row.optionalBlob(3) {
+                guard let stored = try? AccountID(bytes: bytes) else {
+                    throw ReplicaError(.corrupt, "an op of message \(message) in \(name) has a malformed account; the file is damaged")
+                }
+                account = stored
+            } else {
+                account = replica.account
+            }
+            return MessageOp(
+                id: id, message: message, time: row.int64(1), writer: try replica.devices.id(at: row.int64(2)), account: account, action: action)
         }
     }
 }

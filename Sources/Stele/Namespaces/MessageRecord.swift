@@ -10,6 +10,8 @@ public struct MessageRecord: Sendable, Equatable {
     /// The most ops one message may hold: a message with more (a storm of
     /// reactions) is refused on the wire rather than let one record grow without bound.
     public static let maximumOps = 4_096
+    /// The most accounts one record's ops may name (a conversation has two sides).
+    public static let maximumAccounts = 8
     /// The longest emoji, in UTF-8 bytes (a family emoji with modifiers is about 30).
     public static let maximumEmojiBytes = 64
 
@@ -62,6 +64,8 @@ extension MessageOp {
             }
         case .unreact(let reactor):
             try Self.checkName(reactor, "reactor", op: self)
+        case .receipt:
+            break
         }
     }
 

@@ -104,8 +104,10 @@ extension NamespaceKind {
             // The folded row (000 §6): identity, scope and the digest leaf of its
             // canonical bytes (reads fold the ops, a handful per message); a deleted
             // row (scope 1 or 2) is the namespace's tombstone. Ops: `action` 0 post, 1 edit, 2 delete,
-            // 3 react, 4 unreact; `actor` the author or reactor, `content` the body
-            // (emptied by a delete) or the emoji, `scope` a delete's.
+            // 3 react, 4 unreact, 5 receipt; `actor` the author or reactor, `content`
+            // the body (emptied by a delete), the emoji or the receipted op's id,
+            // `scope` a delete's; `account` the writer's account, NULL for this
+            // replica's own. `duty`: the row's ops owe a delivery (``MessageFold/duty(of:for:)``).
             """
             CREATE TABLE \(table) (
                 key TEXT NOT NULL PRIMARY KEY,
@@ -114,6 +116,7 @@ extension NamespaceKind {
                 scope INTEGER NOT NULL CHECK (scope IN (0, 1, 2)),
                 leaf BLOB NOT NULL,
                 seq INTEGER,
+                duty INTEGER NOT NULL DEFAULT 0 CHECK (duty IN (0, 1)),
                 CHECK ((scope = 0) = (seq IS NULL))
             ) WITHOUT ROWID;
             CREATE TABLE \(table)_ops (
@@ -121,7 +124,8 @@ extension NamespaceKind {
                 id BLOB NOT NULL CHECK (length(id) = 16),
                 time INTEGER NOT NULL CHECK (time >= 0),
                 writer INTEGER NOT NULL,
-                action INTEGER NOT NULL CHECK (action BETWEEN 0 AND 4),
+                account BLOB CHECK (account IS NULL OR length(account) = 16),
+                action INTEGER NOT NULL CHECK (action BETWEEN 0 AND 5),
                 actor TEXT,
                 content BLOB,
                 scope INTEGER,

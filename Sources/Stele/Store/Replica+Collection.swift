@@ -161,7 +161,10 @@ extension Replica {
     private func dropTombstones(upTo watermark: UInt64) throws -> Int {
         var dropped = 0
         for declaration in namespaces {
-            guard let filter = Self.tombstoneFilter(declaration.kind) else { continue }
+            guard var filter = Self.tombstoneFilter(declaration.kind) else { continue }
+            // A deleted message whose recall is still to be delivered stays: the
+            // delete for everyone is what the contact must yet receive.
+            if declaration.kind == .messages { filter += " AND duty = 0" }
             let bound: [SQLValue] = [.integer(Int64(watermark))]
             if declaration.kind == .log || declaration.kind == .messages, maintainsDigests {
                 let key = declaration.kind == .log ? "id" : "key"

@@ -96,12 +96,18 @@ struct RecordWriter {
             writer.appendBytes(record.value ?? [])
             appendStamp(record.stamp, &writer)
         case .message(let record):
-            // The ops in id order; each: id, stamp (time and writer), action and its fields.
+            // The accounts the ops name (one or two), then the ops in id order; each:
+            // id, stamp (time and writer), account index, action and its fields.
             appendKey(Array(record.message.utf8), &writer)
+            var accounts: [AccountID] = []
+            for op in record.ops where !accounts.contains(op.account) { accounts.append(op.account) }
+            writer.appendVarint(UInt64(accounts.count))
+            for account in accounts { writer.append(account.bytes) }
             writer.appendVarint(UInt64(record.ops.count))
             for op in record.ops {
                 writer.append(op.id.bytes)
                 appendStamp(WriteStamp(timestamp: HybridTimestamp(rawValue: UInt64(op.time)), writer: op.writer), &writer)
+                writer.appendVarint(UInt64(accounts.firstIndex(of: op.account) ?? 0))
                 switch op.action {
                 case let .post(author, body):
                     writer.append(0)
@@ -120,6 +126,9 @@ struct RecordWriter {
                 case .unreact(let reactor):
                     writer.append(4)
                     writer.appendString(reactor)
+                case .receipt(let received):
+                    writer.append(5)
+                    writer.append(received.bytes)
                 }
             }
         }
@@ -240,6 +249,13 @@ struct RecordReader {
             return .appendOnly(AppendOnlyRecord(key: key, value: value, stamp: try stamp(&reader)))
         case .messages:
             let message = try key(&reader)
+            let accountCount = try reader.readItemCount("message accounts", maximum: MessageRecord.maximumAccounts)
+            var accounts: [AccountID] = []
+            for _ in 0..<accountCount {
+                let account = try AccountID(bytes: try reader.readBytes(AccountID.byteCount, "account"))
+                guard !accounts.contains(account) else { throw CodecError(.notCanonical, "a message record names one account twice") }
+                accounts.append(account)
+            }
             let count = try reader.readItemCount("message ops", maximum: MessageRecord.maximumOps)
             var ops: [MessageOp] = []
             ops.reserveCapacity(count)
@@ -247,6 +263,10 @@ struct RecordReader {
                 let id = try MessageOpID(bytes: try reader.readBytes(MessageOpID.byteCount, "message op id"))
                 if let last = ops.last, !(last.id < id) { throw CodecError(.notCanonical, "message ops are not in strictly increasing id order") }
                 let stamp = try stamp(&reader)
+                let accountIndex = try reader.readVarint("account index")
+                guard accountIndex < UInt64(accounts.count) else {
+                    throw CodecError(.valueOutOfRange, "account index \(accountIndex) is outside the record's \(accounts.count) accounts")
+                }
                 let action: MessageOp.Action
                 switch try reader.readByte("message op action") {
                 case 0:
@@ -265,9 +285,13 @@ struct RecordReader {
                         reactor: try reader.readString("reactor", maximumBytes: Limits.maximumKeyBytes),
                         emoji: try reader.readString("emoji", maximumBytes: MessageRecord.maximumEmojiBytes))
                 case 4: action = .unreact(reactor: try reader.readString("reactor", maximumBytes: Limits.maximumKeyBytes))
+                case 5: action = .receipt(of: try MessageOpID(bytes: try reader.readBytes(MessageOpID.byteCount, "receipted op id")))
                 case let code: throw CodecError(.valueOutOfRange, "message op action \(code)")
                 }
-                ops.append(MessageOp(id: id, message: message, time: Int64(stamp.timestamp.rawValue), writer: stamp.writer, action: action))
+                ops.append(
+                    MessageOp(
+                        id: id, message: message, time: Int64(stamp.timestamp.rawValue), writer: stamp.writer,
+                        account: accounts[Int(accountIndex)], action: action))
             }
             return .message(MessageRecord(message: message, ops: ops))
         case .local:
