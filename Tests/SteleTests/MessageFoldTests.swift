@@ -250,6 +250,21 @@ import TestSupport
         #expect(Self.duty([Self.post, delivered, edit, Self.op(4, at: 300, .delete(.me))]).isEmpty)
     }
 
+    /// A contact holds a copy of our message: its edit or its delete for everyone
+    /// of it changes nothing, in any arrival order; its delete for me is its own.
+    @Test func onlyTheAuthorsAccountEditsOrRecallsAMessage() throws {
+        let forgedEdit = Self.op(2, at: 200, .edit(body: "forged".bytes), account: Self.contact)
+        let forgedRecall = Self.op(3, at: 300, .delete(.everyone), account: Self.contact)
+        for order in [Self.post, forgedEdit, forgedRecall].permutations() {
+            let row = try #require(MessageFold.fold(order))
+            #expect(row.scope == .live)
+            #expect(row.body == "hello".bytes)
+            #expect(row.recalls.isEmpty)
+        }
+        let realEdit = Self.op(4, at: 250, .edit(body: "mine".bytes))
+        #expect(MessageFold.fold([Self.post, forgedEdit, realEdit])?.body == "mine".bytes)
+    }
+
     @Test func devicesThatDisagreeOnADeliveryHoldDifferentLeavesUntilTheReceiptArrives() throws {
         let recall = Self.op(3, at: 300, .delete(.everyone))
         let delivered = Self.receipt(of: Self.post, 9)

@@ -275,9 +275,33 @@ import TestSupport
 
     // MARK: - Conversations: the outbox and receipts
 
+    static let bob = Fixtures.account(7)
+
+    /// The contact's store: a conversation with our account.
     static func contactStore() throws -> (Replica, MessageNamespace) {
-        let replica = try Fixtures.memoryReplica(account: Fixtures.account(7), device: Fixtures.device(70))
-        return (replica, try replica.messages("chat"))
+        let replica = try Fixtures.memoryReplica(account: bob, device: Fixtures.device(70))
+        return (replica, try replica.conversation("chat", with: Fixtures.account()))
+    }
+
+    /// One of our devices, in a conversation with bob.
+    static func conversation(_ seed: UInt64) throws -> (Replica, MessageNamespace) {
+        let replica = try Fixtures.memoryReplica(device: Fixtures.device(seed))
+        return (replica, try replica.conversation("chat", with: bob))
+    }
+
+    @Test func aConversationKeepsItsContactForLife() throws {
+        let (replica, chat) = try Self.conversation(1)
+        #expect(try chat.contact() == Self.bob)
+        #expect(try replica.conversations().map(\.name) == ["chat"])
+        #expect(try replica.conversation("chat", with: Self.bob).contact() == Self.bob)
+        #expect { try replica.conversation("chat", with: Fixtures.account(8)) } throws: { ($0 as? ReplicaError)?.code == .conversationMismatch }
+        #expect { try replica.conversation("self", with: replica.account) } throws: { ($0 as? ReplicaError)?.code == .conversationMismatch }
+        _ = try replica.causal("notes")
+        #expect { try replica.conversation("notes", with: Self.bob) } throws: { ($0 as? ReplicaError)?.code == .kindMismatch }
+        // A plain messages namespace has no contact until it is declared a conversation.
+        #expect(try replica.messages("drafts").contact() == nil)
+        #expect(try replica.conversation("drafts", with: Self.bob).contact() == Self.bob)
+        #expect(try replica.conversations().map(\.name) == ["chat", "drafts"])
     }
 
     /// Every record of `from`'s namespace applied to `to`'s, as reconcile would.
@@ -287,7 +311,7 @@ import TestSupport
     }
 
     @Test func aDeliveryIsReceiptedOnceAndTheReceiptEmptiesTheOutbox() throws {
-        let (phone, chat) = try Self.store(1)
+        let (phone, chat) = try Self.conversation(1)
         let (_, bob) = try Self.contactStore()
         try chat.post("m1", body: "hello".bytes, author: "ana")
         let owed = try chat.outbox()
@@ -300,7 +324,7 @@ import TestSupport
         #expect(try bob.ops(of: "m1").count == 2)
         #expect(try bob.outbox().isEmpty)
         // Receipts come back as records of the contact's account.
-        try chat.apply(receipts)
+        #expect(try chat.receive(receipts, from: Self.bob).ops.isEmpty)
         #expect(try chat.outbox().isEmpty)
         #expect(try chat.outboxCount() == 0)
         #expect(try chat.message("m1")?.isDelivered == true)
@@ -310,13 +334,19 @@ import TestSupport
     }
 
     @Test func aContactMayNotSpeakForAnotherAccountNorEditOurMessages() throws {
-        let (phone, chat) = try Self.store(1)
+        let (phone, chat) = try Self.conversation(1)
         let (bobReplica, bob) = try Self.contactStore()
         try chat.post("m1", body: "hello".bytes, author: "ana")
         let owed = try #require(try chat.outbox().first)
         // Claimed to come from the contact while the ops are ours: refused, nothing stored.
-        #expect { try bob.receive(owed, from: Fixtures.account(8)) } throws: { ($0 as? ReplicaError)?.code == .invalidRecord }
-        #expect { try bob.receive(owed, from: bobReplica.account) } throws: { ($0 as? ReplicaError)?.code == .invalidRecord }
+        #expect { try bob.receive(owed, from: Fixtures.account(8)) } throws: { ($0 as? ReplicaError)?.code == .conversationMismatch }
+        #expect { try bob.receive(owed, from: bobReplica.account) } throws: { ($0 as? ReplicaError)?.code == .conversationMismatch }
+        // Our own ops claimed by another sender, and a delete for me, which never travels.
+        #expect { try chat.receive(owed, from: Self.bob) } throws: { ($0 as? ReplicaError)?.code == .invalidRecord }
+        let forgedDelete = MessageOp(
+            id: Self.op(9, at: 900, .delete(.me)).id, message: "m1", time: 900, writer: Fixtures.device(70), account: Self.bob, action: .delete(.me))
+        #expect { try chat.receive(MessageRecord(message: "m1", ops: [forgedDelete]), from: Self.bob) } throws: { ($0 as? ReplicaError)?.code == .invalidRecord }
+        #expect(try chat.message("m1")?.scope == .live)
         #expect(try bob.ops(of: "m1").isEmpty)
         try bob.receive(owed, from: phone.account)
         // The contact holds our message: it may react to it or delete it for itself, not edit it or recall it.
@@ -356,10 +386,10 @@ import TestSupport
     }
 
     @Test func aRecallStillOwedIsNotCollectedAndIsOnceReceipted() throws {
-        let (phone, chat) = try Self.store(1)
+        let (phone, chat) = try Self.conversation(1)
         let (_, bob) = try Self.contactStore()
         try chat.post("m1", body: "hello".bytes, author: "ana")
-        try chat.apply(try bob.receive(try #require(try chat.outbox().first), from: phone.account))
+        try chat.receive(try bob.receive(try #require(try chat.outbox().first), from: phone.account), from: Self.bob)
         try chat.unsend("m1", scope: .everyone)
         let recall = try #require(try chat.outbox().first)
         #expect(recall.ops.map(\.action) == [.delete(.everyone)])
@@ -368,7 +398,7 @@ import TestSupport
         #expect(try phone.commit(round: CollectionTests.round(1), digest: digest, generation: 1) == .collected(0))
         #expect(try chat.message("m1")?.scope == .everyone)
         // The contact takes the recall: its copy loses the text; its receipt frees the row.
-        try chat.apply(try bob.receive(recall, from: phone.account))
+        try chat.receive(try bob.receive(recall, from: phone.account), from: Self.bob)
         #expect(try bob.message("m1")?.scope == .everyone)
         #expect(try bob.storedBodyBytes(of: "m1") == 0)
         #expect(try chat.outbox().isEmpty)

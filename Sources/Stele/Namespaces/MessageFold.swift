@@ -130,6 +130,8 @@ public struct MessageRow: Sendable, Equatable {
     public fileprivate(set) var receipted: Set<MessageOpID> = []
     /// The post's id: its receipt is what "delivered" means.
     public let postOp: MessageOpID
+    /// The account that wrote the post: only it edits the message or deletes it for everyone.
+    public let authorAccount: AccountID
     /// The deletes for everyone among the ops (one, or a few made concurrently).
     public fileprivate(set) var recalls: [MessageOpID] = []
 
@@ -156,6 +158,7 @@ public struct MessageRow: Sendable, Equatable {
             writer.append(text.utf8)
         }
         writer.appendBigEndian(UInt64(bitPattern: postedAt))
+        writer.append(authorAccount.bytes)
         writer.append(scope.rawValue)
         guard scope == .live else {
             writer.append((isDelivered ? 1 : 0) | (isRecallDelivered ? 2 : 0))
@@ -197,7 +200,7 @@ public enum MessageFold {
         guard let post = ordered.first(where: { if case .post = $0.action { true } else { false } }),
             case let .post(author, body) = post.action
         else { return nil }
-        var row = MessageRow(message: post.message, author: author, postedAt: post.time, body: body, postOp: post.id)
+        var row = MessageRow(message: post.message, author: author, postedAt: post.time, body: body, postOp: post.id, authorAccount: post.account)
         for op in ordered where op.message == post.message && op.id != post.id {
             apply(op, to: &row)
         }
@@ -240,15 +243,20 @@ public enum MessageFold {
         case .post:
             return
         case .edit(let body):
-            // Any delete is absorbing: no later edit applies.
-            guard row.scope == .live else { return }
+            // Any delete is absorbing: no later edit applies. Only the author's account edits.
+            guard row.scope == .live, op.account == row.authorAccount else { return }
             if let editedAt = row.editedAt, let editOp = row.editOp, (op.time, op.id) < (editedAt, editOp) { return }
             row.body = body
             row.editedAt = op.time
             row.editOp = op.id
         case .delete(let scope):
-            // Every delete for everyone is a recall to deliver, a weaker-or-equal one too.
-            if scope == .everyone { row.recalls.append(op.id) }
+            // Only the author's account deletes for everyone (a contact's copy is
+            // theirs to delete for themselves). Every delete for everyone is a
+            // recall to deliver, a weaker-or-equal one too.
+            if scope == .everyone {
+                guard op.account == row.authorAccount else { return }
+                row.recalls.append(op.id)
+            }
             guard scope > row.scope else { return }
             row.scope = scope
             // Canonical: edit fields and reactions cleared (000 §6). 000 §6 purges

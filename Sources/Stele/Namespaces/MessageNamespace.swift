@@ -184,6 +184,16 @@ public struct MessageNamespace {
 
     // MARK: - Conversations: the outbox and receipts (000 §6 "reconcileOutboxDuty")
 
+    /// The contact this namespace is a conversation with (``Replica/conversation(_:with:)``), if any.
+    public func contact() throws -> AccountID? {
+        try replica.connection.queryFirst("SELECT contact FROM conversations WHERE namespace = ?", [.integer(declaration.id)]) { row in
+            guard let contact = try? AccountID(bytes: row.blob(0)) else {
+                throw ReplicaError(.corrupt, "the contact of conversation \(name) is malformed; the file is damaged")
+            }
+            return contact
+        } ?? nil
+    }
+
     /// What this account still owes the other side of the conversation: per
     /// message, the ops to deliver (``MessageFold/duty(of:for:)``), derived from
     /// the folded ops, so a delivery receipt or a delete that reaches any device
@@ -205,13 +215,22 @@ public struct MessageNamespace {
     /// each, to send back (and kept here too, so this account's devices agree
     /// on what arrived). Receipt ids are derived from the op and this device, so
     /// a delivery that comes twice is receipted once.
-    /// - Throws: ``ReplicaError`` `invalidRecord` when an op claims another
-    ///   account than the sender's, or is malformed (nothing changes).
+    /// Receipts of this account's ops come back the same way (and get none).
+    /// - Throws: ``ReplicaError`` `conversationMismatch` when this namespace is
+    ///   not a conversation with `account`; `invalidRecord` when an op claims
+    ///   another account than the sender's, is a delete for me (it never travels),
+    ///   or is malformed (nothing changes).
     @discardableResult
     public func receive(_ record: MessageRecord, from account: AccountID) throws -> MessageRecord {
         try record.validate()
-        guard account != replica.account, record.ops.allSatisfy({ $0.account == account }) else {
+        guard try contact() == account else {
+            throw ReplicaError(.conversationMismatch, "\(name) is not a conversation with \(account); its delivery of message \(record.message) is refused")
+        }
+        guard record.ops.allSatisfy({ $0.account == account }) else {
             throw ReplicaError(.invalidRecord, "a delivery of message \(record.message) holds ops of another account than its sender's")
+        }
+        guard !record.ops.contains(where: { $0.action == .delete(.me) }) else {
+            throw ReplicaError(.invalidRecord, "a delivery of message \(record.message) holds a delete for me, which never leaves its account")
         }
         return try replica.operation {
             let time = Int64(bitPattern: replica.nextTimestamp().rawValue)

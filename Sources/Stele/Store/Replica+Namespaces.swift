@@ -96,6 +96,45 @@ extension Replica {
         MessageNamespace(replica: self, declaration: try declare(name, .messages))
     }
 
+    /// The conversation `name` with `contact`: a `messages` namespace whose
+    /// outbound ops are owed to that account (``MessageNamespace/outbox()``) and
+    /// which takes deliveries from it alone. Declared now if it is new; every
+    /// device of the account declares the same.
+    /// - Throws: ``ReplicaError`` `conversationMismatch` when `name` is a
+    ///   conversation with another contact, or `contact` is this account;
+    ///   `kindMismatch` when `name` is not a `messages` namespace.
+    public func conversation(_ name: String, with contact: AccountID) throws -> MessageNamespace {
+        guard contact != account else {
+            throw ReplicaError(.conversationMismatch, "a conversation is with another account; \(contact) is this store's own")
+        }
+        let declaration = try declare(name, .messages)
+        let bound = try connection.queryFirst("SELECT contact FROM conversations WHERE namespace = ?", [.integer(declaration.id)]) { $0.blob(0) }
+        if let bound {
+            guard bound == contact.bytes else {
+                throw ReplicaError(
+                    .conversationMismatch,
+                    "namespace \(name) is a conversation with \(Hex.encode(bound.prefix(4))), not \(contact); a conversation keeps its contact for life: use another name")
+            }
+        } else {
+            try write {
+                try connection.execute("INSERT INTO conversations (namespace, contact) VALUES (?, ?)", [.integer(declaration.id), .blob(contact.bytes)])
+            }
+        }
+        return MessageNamespace(replica: self, declaration: declaration)
+    }
+
+    /// Every conversation: the namespace and the contact it is with, by name.
+    public func conversations() throws -> [(name: String, contact: AccountID)] {
+        let rows = try connection.query("SELECT namespace, contact FROM conversations") { ($0.int64(0), $0.blob(1)) }
+        return try rows.compactMap { id, bytes in
+            guard let declaration = declared.values.first(where: { $0.id == id }) else { return nil }
+            guard let contact = try? AccountID(bytes: bytes) else {
+                throw ReplicaError(.corrupt, "the contact of conversation \(declaration.name) is malformed; the file is damaged")
+            }
+            return (declaration.name, contact)
+        }.sorted { $0.name < $1.name }
+    }
+
     /// The `local` namespace `name`, declared now if it is new.
     public func local(_ name: String) throws -> LocalNamespace {
         LocalNamespace(replica: self, declaration: try declare(name, .local))

@@ -11,7 +11,7 @@ public struct ReplicaError: Error, Sendable, CustomStringConvertible {
             case accountMismatch, deviceMismatch
             case kindMismatch, undeclaredNamespace, invalidName, limitExceeded
             case appendOnlyIsFinal, groupBuried, invalidRecord, notDecodable, readOnly
-            case messageExists, messageMissing, messageDeleted, notAuthor
+            case messageExists, messageMissing, messageDeleted, notAuthor, conversationMismatch
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -36,6 +36,9 @@ public struct ReplicaError: Error, Sendable, CustomStringConvertible {
         public static let messageMissing = Code(.messageMissing)
         /// An edit or reaction named a deleted message (a delete is absorbing, 000 §6).
         public static let messageDeleted = Code(.messageDeleted)
+        /// A conversation declared with another contact before, with this account
+        /// itself, or a delivery from an account the conversation is not with.
+        public static let conversationMismatch = Code(.conversationMismatch)
         /// An edit, or a delete for everyone, of a message a contact wrote.
         public static let notAuthor = Code(.notAuthor)
         /// A namespace was declared with a different kind before.

@@ -69,9 +69,10 @@ enum ReplicaSchema {
                 INSERT INTO barrier (id) VALUES (1);
                 """)
         },
-        Migration(version: 3, name: "the messages kind") { connection in
+        Migration(version: 3, name: "the messages kind and conversations") { connection in
             // SQLite cannot alter a CHECK: the namespaces table is rebuilt with the
-            // new kind allowed, ids kept (they name the tables).
+            // new kind allowed, ids kept (they name the tables). A conversation is a
+            // messages namespace bound to the contact (another account) it is with.
             try connection.executeScript(
                 """
                 CREATE TABLE namespaces_new (
@@ -82,6 +83,10 @@ enum ReplicaSchema {
                 INSERT INTO namespaces_new (id, name, kind) SELECT id, name, kind FROM namespaces;
                 DROP TABLE namespaces;
                 ALTER TABLE namespaces_new RENAME TO namespaces;
+                CREATE TABLE conversations (
+                    namespace INTEGER PRIMARY KEY REFERENCES namespaces (id),
+                    contact BLOB NOT NULL CHECK (length(contact) = 16)
+                );
                 """)
         },
     ])
