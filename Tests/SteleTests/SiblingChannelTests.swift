@@ -173,4 +173,46 @@ import TestSupport
         guard needle.count <= haystack.count else { return false }
         return (0...(haystack.count - needle.count)).contains { Array(haystack[$0..<($0 + needle.count)]) == needle }
     }
+
+    // MARK: - The contact channel (a conversation with another account)
+
+    /// Ana's account holds devices 0 and 1, Ben's devices 2 and 3 (4 is revoked
+    /// from Ben's roster); both sides compute the same pair keys.
+    @Test func aContactFrameOpensOnTheContactsSideAndNowhereElse() throws {
+        var generator = SeededGenerator(seed: 7)
+        let ana = AccountID.generate(using: &generator)
+        let ben = AccountID.generate(using: &generator)
+        let eve = AccountID.generate(using: &generator)
+        let devices = try (1...5).map { try DeviceIdentity(privateKey: [UInt8](repeating: UInt8($0 + 40), count: 32)) }
+        let anas = Set(devices[0...1].map(\.deviceID))
+        let bens = Set(devices[2...3].map(\.deviceID))
+        var anaToBen = SiblingChannel.contact(identity: devices[0], account: ana, contact: ben, members: bens)
+        var benFromAna = SiblingChannel.contact(identity: devices[2], account: ben, contact: ana, members: anas, revoked: [])
+        #expect(anaToBen.contact == ben)
+
+        let sealed = try anaToBen.seal(Self.frame, to: devices[2].deviceID)
+        let opened = try benFromAna.open(sealed)
+        #expect(opened.sender == devices[0].deviceID)
+        #expect(opened.frame == Self.frame)
+        // And back.
+        #expect(try anaToBen.open(try benFromAna.seal([1, 2, 3], to: devices[0].deviceID)).frame == [1, 2, 3])
+
+        // Ben's sibling channel does not open a contact frame, nor his contact channel a sibling frame.
+        var benSiblings = SiblingChannel(identity: devices[2], account: ben, members: bens.union(anas))
+        #expect(throws: SealError.unknownSender) { try benSiblings.open(sealed) }
+        var anaSiblings = SiblingChannel(identity: devices[0], account: ana, members: anas.union(bens))
+        #expect(throws: SealError.unknownSender) { try benFromAna.open(try anaSiblings.seal(Self.frame, to: devices[2].deviceID)) }
+        // A conversation of Ana's with another account is another key.
+        var anaToEve = SiblingChannel.contact(identity: devices[0], account: ana, contact: eve, members: bens)
+        #expect(throws: SealError.unknownSender) { try benFromAna.open(try anaToEve.seal(Self.frame, to: devices[2].deviceID)) }
+        // A device revoked from Ana's roster is refused by name.
+        var revokedSender = SiblingChannel.contact(identity: devices[4], account: ana, contact: ben, members: bens)
+        var benAfterRevocation = SiblingChannel.contact(identity: devices[2], account: ben, contact: ana, members: anas, revoked: [devices[4].deviceID])
+        #expect(throws: SealError.revokedSender(devices[4].deviceID)) { try benAfterRevocation.open(try revokedSender.seal(Self.frame, to: devices[2].deviceID)) }
+        // A flipped bit in the body names the sender and refuses the frame.
+        var damaged = sealed
+        damaged[damaged.count - 1] ^= 1
+        #expect(throws: SealError.tampered(sender: devices[0].deviceID)) { try benFromAna.open(damaged) }
+    }
+
 }

@@ -221,6 +221,11 @@ public enum MessageFold {
     ///   the current text), edits, reactions. Receipts and deletes for me never travel.
     public static func duty(of ops: [MessageOp], for account: AccountID) -> [MessageOp] {
         guard let row = fold(ops) else { return [] }
+        return duty(of: ops, folded: row, for: account)
+    }
+
+    /// ``duty(of:for:)`` with the ops' fold already made.
+    static func duty(of ops: [MessageOp], folded row: MessageRow, for account: AccountID) -> [MessageOp] {
         let mine = ops.filter { $0.account == account && !row.receipted.contains($0.id) }
         switch row.scope {
         case .everyone:

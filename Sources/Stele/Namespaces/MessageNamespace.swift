@@ -278,7 +278,7 @@ public struct MessageNamespace {
         let before = try storedRow(of: message)
         guard let row = MessageFold.fold(all) else { return MergeOutcome(.recorded) }
         let leaf = replica.hasher.leaf(LeafEncoding.message(row))
-        let owes = !MessageFold.duty(of: all, for: replica.account).isEmpty
+        let owes = !MessageFold.duty(of: all, folded: row, for: replica.account).isEmpty
         if let before, before.leaf == leaf, before.owes == owes { return MergeOutcome(.recorded) }
         try replica.connection.execute(
             "INSERT OR REPLACE INTO \(table) (key, author, posted, scope, leaf, seq, duty) VALUES (?, ?, ?, ?, ?, ?, ?)",

@@ -23,6 +23,12 @@ import CCrypto
 ///
 /// Wire form: version (1) ‖ recipient id (32) ‖ salt (16) ‖ sender tag (16) ‖
 /// ciphertext ‖ GCM tag (16); the first 65 bytes are the associated data.
+///
+/// The same construction carries a conversation with a contact (another
+/// account, ``contact(identity:account:contact:members:revoked:)``): the label
+/// is "stele contact channel v1" and the salt the two account ids in byte
+/// order, so both sides derive the same pair keys and no frame of one channel
+/// opens on the other.
 public struct SiblingChannel: Sendable {
     /// The fixed bytes sealing adds to a frame.
     public static let overhead = headerCount + Sealing.tagCount
@@ -30,7 +36,8 @@ public struct SiblingChannel: Sendable {
     static let saltCount = 16
     static let senderTagCount = 16
     static let headerCount = 1 + DeviceID.byteCount + saltCount + senderTagCount
-    private static let pairLabel = Array("stele sibling channel v1".utf8)
+    private static let siblingLabel = Array("stele sibling channel v1".utf8)
+    private static let contactLabel = Array("stele contact channel v1".utf8)
     private static let frameLabel = Array("stele frame v1".utf8)
     private static let tagLabel = Array("stele frame tag v1".utf8)
     private static let zeroSalt = [UInt8](repeating: 0, count: 32)
@@ -44,6 +51,12 @@ public struct SiblingChannel: Sendable {
 
     public let identity: DeviceIdentity
     public let account: AccountID
+    /// The other account, on a contact channel; `nil` between siblings.
+    public let contact: AccountID?
+    /// What the pair keys are bound to: the label and the salt (the account id,
+    /// or both account ids in byte order).
+    private let pairLabel: [UInt8]
+    private let pairSalt: [UInt8]
     /// The devices whose frames are accepted: the account's roster, this device aside.
     public var members: Set<DeviceID> { Set(orderedMembers) }
     /// Devices taken off the roster: their frames are refused by name.
@@ -56,8 +69,30 @@ public struct SiblingChannel: Sendable {
     private var incoming: [DeviceID: PairKeys] = [:]
 
     public init(identity: DeviceIdentity, account: AccountID, members: Set<DeviceID> = [], revoked: Set<DeviceID> = []) {
+        self.init(identity: identity, account: account, contact: nil, members: members, revoked: revoked)
+    }
+
+    /// The channel between this device and the devices of `contact`, another
+    /// account: `members` and `revoked` are the contact's roster, read from the
+    /// directory and verified like this account's own.
+    public static func contact(
+        identity: DeviceIdentity, account: AccountID, contact: AccountID, members: Set<DeviceID>, revoked: Set<DeviceID> = []
+    ) -> SiblingChannel {
+        SiblingChannel(identity: identity, account: account, contact: contact, members: members, revoked: revoked)
+    }
+
+    private init(identity: DeviceIdentity, account: AccountID, contact: AccountID?, members: Set<DeviceID>, revoked: Set<DeviceID>) {
         self.identity = identity
         self.account = account
+        self.contact = contact
+        if let contact {
+            pairLabel = Self.contactLabel
+            let (low, high) = account.bytes.lexicographicallyPrecedes(contact.bytes) ? (account, contact) : (contact, account)
+            pairSalt = low.bytes + high.bytes
+        } else {
+            pairLabel = Self.siblingLabel
+            pairSalt = account.bytes
+        }
         orderedMembers = []
         orderedRevoked = []
         update(members: members, revoked: revoked)
@@ -141,7 +176,7 @@ public struct SiblingChannel: Sendable {
 
     private func pairKeys(secretWith peer: DeviceID, from sender: DeviceID, to recipient: DeviceID) throws -> PairKeys {
         let secret = try KeyAgreement.sharedSecret(privateKey: identity.privateKey, peer: peer)
-        let frame = try KeyAgreement.hkdf(key: secret, salt: account.bytes, info: Self.pairLabel + sender.bytes + recipient.bytes, count: 32)
+        let frame = try KeyAgreement.hkdf(key: secret, salt: pairSalt, info: pairLabel + sender.bytes + recipient.bytes, count: 32)
         return PairKeys(frame: frame, tag: try KeyAgreement.hkdf(key: frame, salt: Self.zeroSalt, info: Self.tagLabel, count: 32))
     }
 }
