@@ -311,7 +311,9 @@ import TestSupport
     }
 
     @Test func aDeliveryIsReceiptedOnceAndTheReceiptEmptiesTheOutbox() throws {
-        let (phone, chat) = try Self.conversation(1)
+        // The phone's wall clock runs an hour ahead of the contact's.
+        let phone = try Fixtures.memoryReplica(device: Fixtures.device(1), clock: ManualWallClock(milliseconds: 1_700_003_600_000))
+        let chat = try phone.conversation("chat", with: Self.bob)
         let (_, bob) = try Self.contactStore()
         try chat.post("m1", body: "hello".bytes, author: "ana")
         let owed = try chat.outbox()
@@ -328,6 +330,10 @@ import TestSupport
         #expect(try chat.outbox().isEmpty)
         #expect(try chat.outboxCount() == 0)
         #expect(try chat.message("m1")?.isDelivered == true)
+        // The contact's clock moved past the delivery: its reaction folds after the post,
+        // even when its own wall clock is far behind the sender's.
+        let reaction = try bob.react("m1", emoji: "👍", as: "ben")
+        #expect(try #require(try bob.ops(of: "m1").first { $0.id == owed.first?.ops.first?.id }).precedes(reaction))
         // An edit after delivery owes just the edit.
         let edit = try chat.edit("m1", body: "edited".bytes)
         #expect(try chat.outbox().first?.ops == [edit])

@@ -233,6 +233,8 @@ public struct MessageNamespace {
             throw ReplicaError(.invalidRecord, "a delivery of message \(record.message) holds a delete for me, which never leaves its account")
         }
         return try replica.operation {
+            // The clock moves past what arrived, so an op written here next folds after it.
+            for op in record.ops { replica.observe(HybridTimestamp(rawValue: UInt64(op.time))) }
             let time = Int64(bitPattern: replica.nextTimestamp().rawValue)
             let receipts = record.ops.filter { if case .receipt = $0.action { false } else { true } }.map { op in
                 MessageOp(
@@ -251,7 +253,8 @@ public struct MessageNamespace {
         var bytes = Array("stele receipt v1".utf8)
         bytes += op.bytes
         bytes += replica.device.bytes
-        // 16 of SHA-256's 32 bytes: the same op received twice on one device gets one receipt.
+        // 16 of SHA-256's 32 bytes: the same op received twice on one device gets one
+        // receipt. (32 bytes always yield 16: the fallback is never taken.)
         return (try? MessageOpID(bytes: replica.hasher.hash(bytes).bytes.prefix(MessageOpID.byteCount))) ?? op
     }
 
