@@ -199,6 +199,24 @@ import TestSupport
         }
     }
 
+    /// A damaged ops table is a `corrupt` error naming the message, never a trap
+    /// or a wrong fold: a delete that lost its scope, a receipt that names no op.
+    @Test func damagedOpsAreReportedAsCorrupt() throws {
+        let (replica, chat) = try Self.store(1)
+        try chat.post("m1", body: "x".bytes, author: "ana")
+        try chat.unsend("m1", scope: .me)
+        try chat.post("m2", body: "y".bytes, author: "ana")
+        let ops = try replica.declaration(of: "chat").table + "_ops"
+        try replica.connection.execute("UPDATE \(ops) SET scope = NULL WHERE action = 2")
+        #expect { try chat.message("m1") } throws: { ($0 as? ReplicaError)?.code == .corrupt }
+        let receipt = MessageOp(
+            id: Self.op(7, at: 0, .delete(.me)).id, message: "m2", time: 300, writer: Fixtures.device(70), account: Fixtures.account(7),
+            action: .receipt(of: Self.post.id))
+        try chat.apply(MessageRecord(message: "m2", ops: [receipt]))
+        try replica.connection.execute("UPDATE \(ops) SET content = x'01' WHERE action = 5")
+        #expect { try chat.ops(of: "m2") } throws: { ($0 as? ReplicaError)?.code == .corrupt }
+    }
+
     // MARK: - Sync and collection
 
     @Test func recordsShipEveryOpAndTwoStoresConvergeWhicheverWayTheyExchange() throws {

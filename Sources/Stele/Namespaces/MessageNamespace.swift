@@ -71,10 +71,11 @@ public struct MessageNamespace {
         try Limits.checkKey(author, "author")
         try Limits.checkValue(body)
         return try replica.operation {
-            guard MessageFold.fold(try storedOps(of: message)) == nil else {
+            let held = try storedOps(of: message)
+            guard MessageFold.fold(held) == nil else {
                 throw ReplicaError(.messageExists, "message \(message) already exists in \(name) (or once did: a deleted message's id is not reused); post under a new id")
             }
-            return try writeLocal(message, .post(author: author, body: body))
+            return try writeLocal(message, .post(author: author, body: body), held: held)
         }
     }
 
@@ -86,9 +87,9 @@ public struct MessageNamespace {
     public func edit(_ message: String, body: [UInt8]) throws -> MessageOp {
         try Limits.checkValue(body)
         return try replica.operation {
-            try requireLive(message, to: "edit")
-            try requireOwn(message, to: "edit")
-            return try writeLocal(message, .edit(body: body))
+            let (held, row) = try liveMessage(message, to: "edit")
+            try requireOwn(row, to: "edit")
+            return try writeLocal(message, .edit(body: body), held: held)
         }
     }
 
@@ -101,12 +102,13 @@ public struct MessageNamespace {
     public func unsend(_ message: String, scope: DeleteScope) throws -> MessageOp? {
         guard scope != .live else { throw ReplicaError(.invalidRecord, "unsend takes scope me or everyone, not live") }
         return try replica.operation {
-            guard let row = MessageFold.fold(try storedOps(of: message)) else {
+            let held = try storedOps(of: message)
+            guard let row = MessageFold.fold(held) else {
                 throw ReplicaError(.messageMissing, "message \(message) is not in \(name); nothing to delete")
             }
             guard row.scope < scope else { return nil }
-            if scope == .everyone { try requireOwn(message, to: "delete for everyone") }
-            return try writeLocal(message, .delete(scope))
+            if scope == .everyone { try requireOwn(row, to: "delete for everyone") }
+            return try writeLocal(message, .delete(scope), held: held)
         }
     }
 
@@ -116,8 +118,8 @@ public struct MessageNamespace {
     public func react(_ message: String, emoji: String, as reactor: String) throws -> MessageOp {
         try Limits.checkKey(reactor, "reactor")
         return try replica.operation {
-            try requireLive(message, to: "react to")
-            return try writeLocal(message, .react(reactor: reactor, emoji: emoji))
+            let (held, _) = try liveMessage(message, to: "react to")
+            return try writeLocal(message, .react(reactor: reactor, emoji: emoji), held: held)
         }
     }
 
@@ -127,37 +129,38 @@ public struct MessageNamespace {
     public func unreact(_ message: String, as reactor: String) throws -> MessageOp {
         try Limits.checkKey(reactor, "reactor")
         return try replica.operation {
-            try requireLive(message, to: "remove a reaction from")
-            return try writeLocal(message, .unreact(reactor: reactor))
+            let (held, _) = try liveMessage(message, to: "remove a reaction from")
+            return try writeLocal(message, .unreact(reactor: reactor), held: held)
         }
     }
 
-    private func requireLive(_ message: String, to verb: String) throws {
-        guard let row = MessageFold.fold(try storedOps(of: message)) else {
+    /// The message's ops and row, read once for the check and the write.
+    /// - Throws: `messageMissing`, or `messageDeleted` (a delete is absorbing).
+    private func liveMessage(_ message: String, to verb: String) throws -> (held: [MessageOp], row: MessageRow) {
+        let held = try storedOps(of: message)
+        guard let row = MessageFold.fold(held) else {
             throw ReplicaError(.messageMissing, "message \(message) is not in \(name); cannot \(verb) it")
         }
         guard row.scope == .live else {
             throw ReplicaError(.messageDeleted, "message \(message) in \(name) was deleted; a delete is final, so it cannot \(verb == "edit" ? "be edited" : "take reactions")")
         }
+        return (held, row)
     }
 
     /// Only the author's account edits a message or deletes it for everyone.
-    private func requireOwn(_ message: String, to verb: String) throws {
-        let post = try storedOps(of: message).first { if case .post = $0.action { true } else { false } }
-        guard let post, post.account == replica.account else {
-            throw ReplicaError(.notAuthor, "message \(message) in \(name) was written by a contact; only its author can \(verb) it. Delete it for me instead")
+    private func requireOwn(_ row: MessageRow, to verb: String) throws {
+        guard row.authorAccount == replica.account else {
+            throw ReplicaError(.notAuthor, "message \(row.message) in \(name) was written by a contact; only its author can \(verb) it. Delete it for me instead")
         }
     }
 
-    private func writeLocal(_ message: String, _ action: MessageOp.Action) throws -> MessageOp {
+    private func writeLocal(_ message: String, _ action: MessageOp.Action, held: [MessageOp]) throws -> MessageOp {
         let op = MessageOp(
             id: MessageOpID.generate(using: &replica.random), message: message,
             time: Int64(bitPattern: replica.nextTimestamp().rawValue), writer: replica.device, account: replica.account, action: action)
         try op.validate()
-        let outcome = try insert([op], into: message)
-        if let kind = outcome.changeKind {
-            replica.emit(ChangeEvent(namespace: name, subject: .message(message), kind: kind, origin: .local))
-        }
+        let outcome = try insert([op], into: message, held: held)
+        replica.emitOutcome(outcome, namespace: name, subject: .message(message), origin: .local)
         return op
     }
 
@@ -262,10 +265,10 @@ public struct MessageNamespace {
 
     /// Stores the ops not held yet (insert-if-absent by op id), purging bodies
     /// once the message holds a delete, and refreshes the message's row and leaf.
-    private func insert(_ ops: [MessageOp], into message: String) throws -> MergeOutcome {
-        let held = try storedOps(of: message)
-        let heldIDs = Set(held.map(\.id))
-        var seen = heldIDs
+    /// `held`: the message's stored ops, when the caller has read them already.
+    private func insert(_ ops: [MessageOp], into message: String, held: [MessageOp]? = nil) throws -> MergeOutcome {
+        let held = try held ?? storedOps(of: message)
+        var seen = Set(held.map(\.id))
         let fresh = ops.filter { seen.insert($0.id).inserted }
         guard !fresh.isEmpty else { return MergeOutcome(.unchanged) }
 
@@ -369,18 +372,6 @@ public struct MessageNamespace {
             }
             return MessageOp(
                 id: id, message: message, time: row.int64(1), writer: try replica.devices.id(at: row.int64(2)), account: account, action: action)
-        }
-    }
-}
-
-extension MergeOutcome {
-    /// The change event a local write's outcome implies, if any.
-    var changeKind: ChangeEvent.Kind? {
-        switch effect {
-        case .inserted: .inserted
-        case .updated: .updated
-        case .deleted: .deleted
-        case .unchanged, .recorded, .discarded: nil
         }
     }
 }

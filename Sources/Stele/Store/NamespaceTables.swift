@@ -34,6 +34,13 @@ extension NamespaceKind {
 
     func tableName(id: Int64) -> String { "\(tablePrefix)_\(id)" }
 
+    /// The column a namespace's rows are keyed by: a `log` event's id (a blob), otherwise the key (text).
+    var keyColumn: String { self == .log ? "id" : "key" }
+
+    /// Whether tombstones are digest leaves (a `log` marker, a deleted message)
+    /// rather than a set of their own, so dropping one takes its leaf out too.
+    var tombstonesAreLeaves: Bool { self == .log || self == .messages }
+
     /// The DDL for a namespace's table (and its indexes) in the current layout.
     func createTableSQL(_ table: String) -> String {
         switch self {

@@ -161,14 +161,10 @@ extension Replica {
     private func dropTombstones(upTo watermark: UInt64) throws -> Int {
         var dropped = 0
         for declaration in namespaces {
-            guard var filter = Self.tombstoneFilter(declaration.kind) else { continue }
-            // A deleted message whose recall is still to be delivered stays: the
-            // delete for everyone is what the contact must yet receive.
-            if declaration.kind == .messages { filter += " AND duty = 0" }
+            guard let filter = Self.collectableFilter(declaration.kind) else { continue }
             let bound: [SQLValue] = [.integer(Int64(watermark))]
-            if declaration.kind == .log || declaration.kind == .messages, maintainsDigests {
-                let key = declaration.kind == .log ? "id" : "key"
-                let leaves = try connection.query("SELECT \(key), leaf FROM \(declaration.table) WHERE \(filter) AND seq <= ?", bound) { row in
+            if declaration.kind.tombstonesAreLeaves, maintainsDigests {
+                let leaves = try connection.query("SELECT \(declaration.kind.keyColumn), leaf FROM \(declaration.table) WHERE \(filter) AND seq <= ?", bound) { row in
                     (row.blob(0), try storedLeaf(row.blob(1), "a tombstone of \(declaration.name)"))
                 }
                 for (id, leaf) in leaves { recordLeaf(declaration, key: id, leaf: leaf, added: false) }
@@ -184,6 +180,14 @@ extension Replica {
             dropped += count
         }
         return dropped
+    }
+
+    /// The SQL that picks the tombstones a commit may drop: every tombstone, but
+    /// a deleted message whose recall is still owed to the contact (the delete
+    /// for everyone is what the contact must yet receive).
+    static func collectableFilter(_ kind: NamespaceKind) -> String? {
+        guard let filter = tombstoneFilter(kind) else { return nil }
+        return kind == .messages ? filter + " AND duty = 0" : filter
     }
 
     /// The SQL that picks a kind's tombstones, or `nil` for a kind that keeps none.

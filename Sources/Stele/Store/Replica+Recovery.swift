@@ -85,7 +85,7 @@ extension Replica {
         if declaration.kind == .messages {
             return try connection.query("SELECT DISTINCT message FROM \(declaration.table)_ops ORDER BY message") { Array($0.text(0).utf8) }
         }
-        let column = declaration.kind == .log ? "id" : "key"
+        let column = declaration.kind.keyColumn
         return try connection.query("SELECT \(column) FROM \(declaration.table) ORDER BY \(column)") { row in
             declaration.kind == .log ? row.blob(0) : Array(row.text(0).utf8)
         }

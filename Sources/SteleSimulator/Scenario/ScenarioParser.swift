@@ -277,16 +277,16 @@ struct ParseState {
             try arity(words, 5, "D \(words[1]) NS MSG TEXT")
             try namespace(words[2], kinds: [.messages])
             try key(tokens[3])
-            return .message(device: name, words[1] == "post" ? .post(namespace: words[2], message: words[3], text: words[4]) : .edit(namespace: words[2], message: words[3], text: words[4]))
+            return .operation(device: name, words[1] == "post" ? .post(namespace: words[2], message: words[3], text: words[4]) : .edit(namespace: words[2], message: words[3], text: words[4]))
         case "unsend":
             try arity(words, 5, "D unsend NS MSG me|everyone")
             try namespace(words[2], kinds: [.messages])
             guard ["me", "everyone"].contains(words[4]) else { throw Message("unsend takes me or everyone") }
-            return .message(device: name, .unsend(namespace: words[2], message: words[3], everyone: words[4] == "everyone"))
+            return .operation(device: name, .unsend(namespace: words[2], message: words[3], scope: words[4] == "everyone" ? .everyone : .me))
         case "react", "unreact":
             try arity(words, 5, "D \(words[1]) NS MSG EMOJI")
             try namespace(words[2], kinds: [.messages])
-            return .message(device: name, words[1] == "react" ? .react(namespace: words[2], message: words[3], emoji: words[4]) : .unreact(namespace: words[2], message: words[3], emoji: words[4]))
+            return .operation(device: name, words[1] == "react" ? .react(namespace: words[2], message: words[3], emoji: words[4]) : .unreact(namespace: words[2], message: words[3], emoji: words[4]))
         default:
             let actions = ["put", "delete", "append", "bury", "post", "edit", "unsend", "react", "unreact"]
             throw Message("unknown action \(words[1]) for device \(name)" + Spelling.hint(words[1], in: actions) + "; use \(actions.joined(separator: ", "))")

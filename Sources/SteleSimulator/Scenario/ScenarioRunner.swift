@@ -66,8 +66,6 @@ public final class ScenarioRunner {
             try simulation.addDevice(name)
         case .revoke(let name):
             try simulation.revoke(name)
-        case let .message(device, message):
-            try perform(device, message.operation)
         case let .operation(device, operation):
             try perform(device, operation)
         case .offline(let names):

@@ -8,7 +8,6 @@ public enum Statement: Sendable, Equatable {
     case join(String)
     case revoke(String)
     case operation(device: String, WorkloadOperation)
-    case message(device: String, MessageOperation)
     case offline([String])
     case online([String])
     case partition([String], [String])
@@ -34,26 +33,6 @@ public enum Statement: Sendable, Equatable {
     public enum AnchorAction: Sendable, Equatable {
         case down, up, failNextWrite
         case delayNextWrite(Int64)
-    }
-
-    /// The messages statements (`post`, `edit`, ...).
-    public enum MessageOperation: Sendable, Equatable {
-        case post(namespace: String, message: String, text: String)
-        case edit(namespace: String, message: String, text: String)
-        case unsend(namespace: String, message: String, everyone: Bool)
-        case react(namespace: String, message: String, emoji: String)
-        case unreact(namespace: String, message: String, emoji: String)
-
-        /// The write it asks of the device.
-        var operation: WorkloadOperation {
-            switch self {
-            case let .post(namespace, message, text): .post(namespace: namespace, message: message, text: text)
-            case let .edit(namespace, message, text): .edit(namespace: namespace, message: message, text: text)
-            case let .unsend(namespace, message, everyone): .unsend(namespace: namespace, message: message, scope: everyone ? .everyone : .me)
-            case let .react(namespace, message, emoji): .react(namespace: namespace, message: message, emoji: emoji)
-            case let .unreact(namespace, message, emoji): .unreact(namespace: namespace, message: message, emoji: emoji)
-            }
-        }
     }
 }
 
