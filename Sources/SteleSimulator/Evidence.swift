@@ -63,9 +63,20 @@ struct FrameEvidence: Evidence {
     private var buried: Set<String> = []
     private var messages: [String: Set<MessageOpID>] = [:]
 
-    init(_ bytes: [UInt8]) {
-        guard !bytes.isEmpty, case .reconcile(let message) = try? FrameCodec.decode(bytes) else { return }
-        add((message.tombstones ?? []) + message.records, in: message.namespace)
+    /// - Parameters:
+    ///   - account: the account, and `keys` its account keys: a sibling's
+    ///     snapshot in flight carries records too (sealed with one of them).
+    init(_ bytes: [UInt8], account: AccountID? = nil, keys: [AccountKey] = []) {
+        guard !bytes.isEmpty, let frame = try? FrameCodec.decode(bytes) else { return }
+        switch frame {
+        case .reconcile(let message):
+            add((message.tombstones ?? []) + message.records, in: message.namespace)
+        case .snapshot(let sealed):
+            guard let account, let snapshot = try? sealed.open(account: account, keys: keys) else { return }
+            for namespace in snapshot.namespaces { add((namespace.tombstones ?? []) + namespace.records, in: namespace.namespace) }
+        default:
+            return
+        }
     }
 
     mutating func add(_ records: [WireRecord], in namespace: String) {

@@ -14,6 +14,9 @@ import Stele
 public final class Oracle {
     public private(set) var resurrections = 0
     public private(set) var lostWrites = 0
+    /// Deliveries of a message deleted for everyone before it was delivered,
+    /// made while the deleting device was out of the deliverer's reach (``leakedAtTheLimit(_:_:)``).
+    public private(set) var leaksAtTheLimit = 0
     /// The first findings, described for a report.
     public private(set) var findings: [String] = []
     /// Checks run (each over every device).
@@ -42,6 +45,8 @@ public final class Oracle {
     }
 
     private var operations: [Operation] = []
+    /// Ops from outside the account already recorded (``arrived(_:namespace:on:deviceName:time:)``).
+    private var arrivedOps: [MessageOpID: Int] = [:]
     private var counted: Set<String> = []
     /// Operations a restore or revocation left only on frames in flight: by
     /// operation index, the frames (sequence numbers) carrying each, and back.
@@ -141,6 +146,39 @@ public final class Oracle {
         return nil
     }
 
+    /// A message op from outside the account (a contact's op, or a receipt
+    /// written for one) that a device of the account took in: recorded once.
+    func arrived(_ op: MessageOp, namespace: String, on replica: Replica, deviceName: String, time: Int64) {
+        // Recorded again if the op was forgotten since (a restore lost it, and it came back).
+        if let index = arrivedOps[op.id], !operations[index].erased { return }
+        arrivedOps[op.id] = operations.count
+        operations.append(
+            Operation(id: operations.count, namespace: namespace, key: op.message, device: replica.device, deviceName: deviceName, time: time, kind: .message(op)))
+    }
+
+    /// The first delete for everyone of a message, if one was made: when (virtual time) and by which device.
+    func deletedForEveryone(_ namespace: String, _ message: String) -> (time: Int64, device: String)? {
+        operations.first { operation in
+            guard !operation.erased, operation.namespace == namespace, operation.key == message, case .message(let op) = operation.kind else { return false }
+            return op.action == .delete(.everyone)
+        }.map { ($0.time, $0.deviceName) }
+    }
+
+    /// A deleted message's text reached a contact although the device that
+    /// deleted it could talk to the one that delivered: counted with the resurrections.
+    func leaked(_ subject: String, _ detail: String) {
+        count(.resurrection, subject, "leak: " + detail)
+    }
+
+    /// A deleted message's text reached a contact while the device that deleted
+    /// it was out of the deliverer's reach (or had only just come within it):
+    /// the limit README "Conversations" states, counted apart, not a failure.
+    func leakedAtTheLimit(_ subject: String, _ detail: String) {
+        guard counted.insert("limit|\(subject)").inserted else { return }
+        leaksAtTheLimit += 1
+        if findings.count < 50 { findings.append("leak at the limit: \(subject): \(detail)") }
+    }
+
     /// Reads what a write just committed (see ``suspendingFaults(_:_:)``).
     private func observe<T>(_ replica: Replica, _ read: (Replica) throws -> T) throws -> T {
         try Self.suspendingFaults([replica]) { try read(replica) }
@@ -166,14 +204,17 @@ public final class Oracle {
     /// Knowing is judged now, not later: afterwards the restored device's counter
     /// runs on past the dots it lost, and a vector covering one of them would no
     /// longer prove anything.
-    /// - Parameter inFlight: the frames on the wire that can still land, by sequence number.
-    func forgetOperationsUnknown(to replicas: [Replica], inFlight: [(id: UInt64, bytes: [UInt8])]) {
+    /// - Parameters:
+    ///   - inFlight: the frames on the wire that can still land, by sequence number.
+    ///   - account: the account, and `keys` every key of it: a snapshot a
+    ///     sibling served (before a restore, say) carries what it held.
+    func forgetOperationsUnknown(to replicas: [Replica], inFlight: [(id: UInt64, bytes: [UInt8])], account: AccountID? = nil, keys: [AccountKey] = []) {
         Self.suspendingFaults(replicas) {
             let stores = replicas.map(StoreEvidence.init)
             var frames: [(id: UInt64, evidence: FrameEvidence)]?
             for index in operations.indices where !operations[index].erased && carriersOf[index] == nil && !anchored.contains(index) {
                 guard !isKnown(operations[index], by: stores) else { continue }
-                if frames == nil { frames = inFlight.map { ($0.id, FrameEvidence($0.bytes)) }.filter { !$0.evidence.isEmpty } }
+                if frames == nil { frames = inFlight.map { ($0.id, FrameEvidence($0.bytes, account: account, keys: keys)) }.filter { !$0.evidence.isEmpty } }
                 let carrying = Set((frames ?? []).filter { isKnown(operations[index], by: [$0.evidence]) }.map(\.id))
                 if carrying.isEmpty {
                     operations[index].erased = true

@@ -6,6 +6,9 @@ import Stele
 public final class SimulatedDevice {
     public let name: String
     public let identity: DeviceIdentity
+    /// The contact account the device belongs to (`contact NAME D1 D2`), or
+    /// `nil` for a device of the simulation's own account.
+    public let contact: String?
     public var id: DeviceID { identity.deviceID }
     /// The device's store; replaced when the device crashes or is restored.
     public internal(set) var replica: Replica
@@ -36,14 +39,38 @@ public final class SimulatedDevice {
     /// added: it lets the oracle read what frames carry and lets a `tamper` hook
     /// rewrite them. The device's node has its own, gated by the roster.
     var tap: SiblingChannel
+    /// The same for frames between this device and another account's devices, by account.
+    var contactTaps: [AccountID: SiblingChannel] = [:]
 
-    init(name: String, identity: DeviceIdentity, replica: Replica, path: String, clock: ManualWallClock, node: FleetNode) {
+    init(name: String, identity: DeviceIdentity, contact: String?, replica: Replica, path: String, clock: ManualWallClock, node: FleetNode) {
         self.name = name
+        self.contact = contact
         self.identity = identity
         self.replica = replica
         self.path = path
         self.clock = clock
         self.node = node
         tap = SiblingChannel(identity: identity, account: replica.account)
+    }
+
+    /// The account the device belongs to.
+    public var account: AccountID { tap.account }
+
+    /// Opens a frame sent to this device, from a sibling or a contact's device (the oracle's view).
+    func openAny(_ bytes: [UInt8]) -> (sender: DeviceID, frame: [UInt8])? {
+        if let opened = try? tap.open(bytes) { return opened }
+        for account in contactTaps.keys.sorted(by: { $0.bytes.lexicographicallyPrecedes($1.bytes) }) {
+            if let opened = try? contactTaps[account]?.open(bytes) { return opened }
+        }
+        return nil
+    }
+
+    /// Seals a frame for `recipient` as this device would (the `tamper` hook's rewrite).
+    func sealAny(_ frame: [UInt8], to recipient: DeviceID) -> [UInt8]? {
+        if tap.members.contains(recipient) { return try? tap.seal(frame, to: recipient) }
+        for account in contactTaps.keys where contactTaps[account]?.members.contains(recipient) == true {
+            return try? contactTaps[account]?.seal(frame, to: recipient)
+        }
+        return nil
     }
 }

@@ -54,10 +54,23 @@ public final class Simulation {
         public var latencyMilliseconds: Int64 = 150
     }
     public var anchorSubstrate = AnchorSubstrate()
-    /// Every device ever added, in the order they joined, revoked ones included.
+    /// Every device ever added, in the order they joined, revoked ones and
+    /// contacts' devices included.
     public private(set) var everyDevice: [SimulatedDevice] = []
-    /// The roster: devices in the order they joined, without revoked ones.
-    public var devices: [SimulatedDevice] { everyDevice.filter { !$0.isRevoked } }
+    /// The roster: the own account's devices in the order they joined, without revoked ones.
+    public var devices: [SimulatedDevice] { everyDevice.filter { !$0.isRevoked && $0.contact == nil } }
+    /// Another account the scenario talks to (`contact NAME D1 D2`): its own
+    /// devices, roster and key, in the same directory and on the same network.
+    public struct Contact: Sendable {
+        public let name: String
+        public let account: AccountID
+        let key: AccountKey
+    }
+    /// The contact accounts, in the order they were added.
+    public private(set) var contacts: [Contact] = []
+    /// Conversations (`conversation NS with NAME`): a messages namespace of the
+    /// own account bound to a contact, and the same name on the contact's side.
+    public private(set) var conversations: [(namespace: String, contact: String)] = []
     /// The namespaces every device declares.
     public private(set) var namespaces: [(name: String, kind: NamespaceKind)] = []
     /// Groups of devices that can reach each other (`nil`: no partition).
@@ -71,6 +84,18 @@ public final class Simulation {
     private var armed: [DeviceID: [FleetTimer: (sequence: UInt64, deadline: Int64)]] = [:]
     private var backups: [String: (device: String, path: String, time: Int64)] = [:]
     private var hasher = EventLogHasher()
+    /// Ops contacts' devices wrote, kept by an oracle nobody checks: the own
+    /// account's oracle learns them when they land on its devices.
+    private let contactOracle = Oracle()
+    /// When each message's text first reached a contact's device, by "namespace/message".
+    private var reachedContact: [String: Int64] = [:]
+    /// Since when two devices of the own account have been able to reach each
+    /// other without a break, by their names joined with "|" in order.
+    private var reachableSince: [String: Int64] = [:]
+    /// How long the device that deleted a message must have been within the
+    /// deliverer's reach for a delivery of its text to count as a leak: long
+    /// enough for any fault mix to let the delete through by reconcile.
+    static let leakReachMilliseconds: Int64 = 600_000
     /// Rewrites (or, returning `nil`, drops) every frame as it is delivered:
     /// how tests put a deliberately broken peer on the wire to prove the oracle
     /// can fail. `nil`: frames arrive as sent.
@@ -129,25 +154,31 @@ public final class Simulation {
 
     public var roster: Set<DeviceID> { Set(devices.map(\.id)) }
 
-    /// Adds a device to the account's roster (the others learn of it at once) and starts it.
+    /// Adds a device to the account's roster (the others learn of it at once)
+    /// and starts it; with `contact`, to that contact account's roster instead.
     @discardableResult
-    public func addDevice(_ name: String) throws -> SimulatedDevice {
+    public func addDevice(_ name: String, contact: String? = nil) throws -> SimulatedDevice {
         precondition(device(name) == nil, "device \(name) exists")
+        let owner = try contact.map { name in
+            guard let found = contacts.first(where: { $0.name == name }) else { throw UnknownContact(name: name) }
+            return found
+        }
+        let account = owner?.account ?? self.account
         var keyRandom = SplitMix(seed: seed ^ UInt64(truncatingIfNeeded: name.hashValueStable))
         let identity = try DeviceIdentity(privateKey: (0..<4).flatMap { _ in withUnsafeBytes(of: keyRandom.next()) { Array($0) } })
         let path = "\(folder)/\(name).stele"
         let clock = ManualWallClock(milliseconds: Self.epoch)
         let replica = try Replica.create(
             at: path, account: account, device: identity.deviceID, options: Replica.Options(clock: clock, random: SplitMix(seed: seed ^ identity.deviceID.stableSeed)))
-        for namespace in namespaces { try replica.declare(namespace.name, namespace.kind) }
         let node = try FleetNode(
             replica: replica, identity: identity, roster: [], accountKeys: [], configuration: configuration, random: SplitMix(seed: seed &+ identity.deviceID.stableSeed))
-        let device = SimulatedDevice(name: name, identity: identity, replica: replica, path: path, clock: clock, node: node)
+        let device = SimulatedDevice(name: name, identity: identity, contact: contact, replica: replica, path: path, clock: clock, node: node)
+        try declareNamespaces(on: device)
         watch(device)
         // The approval is what puts the device on the roster (issue 6): the first
         // device founds the account; any later one is approved by the longest-standing
         // member, which wraps the current account key for it.
-        if let approver = devices.first {
+        if let approver = devices(of: account).first {
             let current = try directory.roster(of: account)
             try directory.append(
                 try RosterChange.approval(of: identity.deviceID, signingKey: try identity.signingKey(), by: approver.identity, account: account, index: current.version),
@@ -158,14 +189,78 @@ public final class Simulation {
             }
         } else {
             try directory.found(try Roster.founding(account: account, by: identity))
-            try device.keys.save(KeyRing(identity: identity, accountKeys: [1: accountKey]))
+            try device.keys.save(KeyRing(identity: identity, accountKeys: [1: owner?.key ?? accountKey]))
         }
         everyDevice.append(device)
-        for other in everyDevice { other.tap.update(members: Set(everyDevice.map(\.id)), revoked: []) }
+        noteReachability()
+        updateTaps()
         try updateRosters()
         record(.joined, device: device)
         deliver(.start, to: device)
         return device
+    }
+
+    /// Adds another account with its own devices (`contact NAME D1 D2`): its
+    /// roster is founded in the same directory, its devices share the network.
+    public func addContact(_ name: String, devices names: [String]) throws {
+        precondition(!contacts.contains { $0.name == name }, "contact \(name) exists")
+        var accountRandom = SplitMix(seed: seed ^ 0xC0_0000 ^ UInt64(truncatingIfNeeded: name.hashValueStable))
+        let account = AccountID.generate(using: &accountRandom)
+        let key = try AccountKey(bytes: (0..<4).flatMap { _ in withUnsafeBytes(of: accountRandom.next()) { Array($0) } })
+        contacts.append(Contact(name: name, account: account, key: key))
+        for device in names { try addDevice(device, contact: name) }
+    }
+
+    /// Makes `namespace` a conversation between the own account and `contact`
+    /// (`conversation NS with NAME`): a messages namespace on every device of
+    /// both accounts, of the same name, bound to the other side.
+    public func addConversation(_ namespace: String, with contact: String) throws {
+        guard let other = contacts.first(where: { $0.name == contact }) else { throw UnknownContact(name: contact) }
+        if !namespaces.contains(where: { $0.name == namespace }) { namespaces.append((namespace, .messages)) }
+        conversations.append((namespace, contact))
+        for device in everyDevice where device.contact == nil || device.contact == other.name { try declareNamespaces(on: device) }
+        try updateRosters()
+    }
+
+    /// Declares on a device what its account holds: the own account every
+    /// namespace (and its conversations), a contact its conversations with the own account.
+    private func declareNamespaces(on device: SimulatedDevice) throws {
+        if let contact = device.contact {
+            for conversation in conversations where conversation.contact == contact {
+                _ = try device.replica.conversation(conversation.namespace, with: account)
+            }
+            return
+        }
+        for namespace in namespaces { try device.replica.declare(namespace.name, namespace.kind) }
+        for conversation in conversations {
+            guard let other = contacts.first(where: { $0.name == conversation.contact }) else { continue }
+            _ = try device.replica.conversation(conversation.namespace, with: other.account)
+        }
+    }
+
+    /// The devices of an account, without revoked ones.
+    func devices(of account: AccountID) -> [SimulatedDevice] {
+        everyDevice.filter { !$0.isRevoked && $0.account == account }
+    }
+
+    /// The accounts a device talks to: the own account's talk to every contact, a contact's to the own account.
+    private func otherAccounts(of device: SimulatedDevice) -> [AccountID] {
+        device.contact == nil ? contacts.map(\.account) : [account]
+    }
+
+    /// The simulator's channels see every frame of every device ever added to an account.
+    private func updateTaps() {
+        for device in everyDevice {
+            device.tap.update(members: Set(everyDevice.filter { $0.account == device.account }.map(\.id)), revoked: [])
+            for other in otherAccounts(of: device) {
+                let members = Set(everyDevice.filter { $0.account == other }.map(\.id))
+                if device.contactTaps[other] == nil {
+                    device.contactTaps[other] = .contact(identity: device.identity, account: device.account, contact: other, members: members)
+                } else {
+                    device.contactTaps[other]?.update(members: members, revoked: [])
+                }
+            }
+        }
     }
 
     /// Takes a device off the roster. Nobody tells the device: it keeps running
@@ -177,17 +272,19 @@ public final class Simulation {
     /// - Throws: ``RosterError`` `lastMember` when no other device is left to sign it.
     public func revoke(_ name: String) throws {
         guard let device = device(name), !device.isRevoked else { return }
-        guard let revoker = devices.first(where: { $0 !== device }) else { throw RosterError.lastMember(device.id) }
+        let account = device.account
+        guard let revoker = devices(of: account).first(where: { $0 !== device }) else { throw RosterError.lastMember(device.id) }
         let current = try directory.roster(of: account)
         try directory.append(try RosterChange.revocation(of: device.id, by: revoker.identity, account: account, index: current.version), to: account)
         device.isRevoked = true
+        noteReachability()
         let epoch = (try revoker.keys.load()?.newestEpoch ?? 0) + 1
         var keyRandom = SplitMix(seed: seed ^ 0x0E0C_0000 ^ UInt64(epoch))
         let key = try AccountKey(bytes: (0..<4).flatMap { _ in withUnsafeBytes(of: keyRandom.next()) { Array($0) } })
         var ring = try revoker.keys.load() ?? KeyRing(identity: revoker.identity)
         ring.insert(key, epoch: epoch)
         try revoker.keys.save(ring)
-        for member in devices where member !== revoker {
+        for member in devices(of: account) where member !== revoker {
             try directory.publish(try WrappedAccountKey.wrap(key, epoch: epoch, for: member.id, by: revoker.identity, account: account))
         }
         forgetOperationsLost()
@@ -200,8 +297,20 @@ public final class Simulation {
     /// wrapped for it that it lacks goes into its key store and its node. A
     /// revoked device hears nothing more.
     private func updateRosters() throws {
+        for account in [account] + contacts.map(\.account) { try updateRosters(of: account) }
+        // Each device's contacts: the rosters of the accounts it talks to, as the directory holds them.
+        var rosters: [AccountID: ContactRoster] = [:]
+        for account in [account] + contacts.map(\.account) {
+            if let roster = try? directory.roster(of: account) { rosters[account] = ContactRoster(roster) }
+        }
+        for device in everyDevice where !device.isRevoked {
+            carryOut(device.node.updateContacts(otherAccounts(of: device).compactMap { rosters[$0] }), for: device)
+        }
+    }
+
+    private func updateRosters(of account: AccountID) throws {
         let read = try directory.roster(of: account)
-        for device in devices {
+        for device in devices(of: account) {
             let stored = try device.keys.load()
             var ring = stored ?? KeyRing(identity: device.identity)
             let roster = try ring.roster?.adopting(read) ?? read
@@ -217,7 +326,7 @@ public final class Simulation {
 
     /// Whether any account key `device` holds opens the anchor (`false` with no anchor).
     public func canReadAnchor(_ device: SimulatedDevice) -> Bool {
-        accountKeys(of: device).contains { key in (try? anchors.read(account, key: key)) != nil }
+        accountKeys(of: device).contains { key in (try? anchors.read(device.account, key: key)) != nil }
     }
 
     /// The account keys a device holds, oldest first.
@@ -227,7 +336,7 @@ public final class Simulation {
 
     /// The roster as a device knows it: a revoked one still has the roster it was revoked from.
     private func roster(of device: SimulatedDevice) -> (members: Set<DeviceID>, revoked: Set<DeviceID>) {
-        guard !device.isRevoked, let roster = try? directory.roster(of: account) else {
+        guard !device.isRevoked, let roster = try? directory.roster(of: device.account) else {
             return (device.node.roster, device.node.channel?.revoked ?? [])
         }
         return (roster.members, roster.revoked)
@@ -236,7 +345,7 @@ public final class Simulation {
     /// Declares a namespace on every device (and on devices that join later).
     public func declare(_ name: String, _ kind: NamespaceKind) throws {
         namespaces.append((name, kind))
-        for device in devices { try device.replica.declare(name, kind) }
+        for device in everyDevice where device.contact == nil { try device.replica.declare(name, kind) }
     }
 
     /// The virtual time every device's wall clock starts at (2026-01-01).
@@ -254,12 +363,31 @@ public final class Simulation {
     public func setOnline(_ name: String, _ online: Bool) {
         guard let device = device(name), device.isOnline != online else { return }
         device.isOnline = online
+        noteReachability()
         record(online ? .online : .offline, device: device)
         if online { deliver(.localChange, to: device) }
     }
 
+    /// Records, for every two devices of the own account, since when they have reached each other.
+    private func noteReachability() {
+        let roster = devices
+        var next: [String: Int64] = [:]
+        for (index, first) in roster.enumerated() {
+            for second in roster[(index + 1)...] where canReach(first.id, second.id) {
+                let key = Self.pairKey(first.name, second.name)
+                next[key] = reachableSince[key] ?? now
+            }
+        }
+        reachableSince = next
+    }
+
+    private static func pairKey(_ first: String, _ second: String) -> String {
+        first < second ? "\(first)|\(second)" : "\(second)|\(first)"
+    }
+
     /// Splits the online devices into groups that cannot reach each other.
     public func partition(_ groups: [[String]]) {
+        defer { noteReachability() }
         partition = groups.map { Set($0.compactMap { device($0)?.id }) }
         count("partition")
         timeline.append(TimelineEntry(time: now, device: nil, kind: .partition))
@@ -268,6 +396,7 @@ public final class Simulation {
     /// Ends partitions and restores a perfect network.
     public func heal() {
         partition = nil
+        noteReachability()
         network = Network()
         timeline.append(TimelineEntry(time: now, device: nil, kind: .heal))
         for device in devices where device.isOnline { deliver(.localChange, to: device) }
@@ -315,9 +444,9 @@ public final class Simulation {
     }
 
     private func movement() -> String? {
-        let online = devices.filter(\.isOnline)
+        let online = everyDevice.filter { !$0.isRevoked && $0.isOnline }
         for (index, first) in online.enumerated() {
-            for second in online[(index + 1)...] where canReach(first.id, second.id) {
+            for second in online[(index + 1)...] where first.account == second.account && canReach(first.id, second.id) {
                 let (mine, theirs) = (try? first.node.advertisement(), try? second.node.advertisement())
                 if mine != theirs {
                     return "\(first.name) and \(second.name) still differ" + Self.difference(mine, theirs)
@@ -326,7 +455,7 @@ public final class Simulation {
         }
         // A revoked device keeps talking to a fleet that refuses it: its frames
         // and timers are no part of the roster settling.
-        let rosterIDs = roster
+        let rosterIDs = Set(everyDevice.filter { !$0.isRevoked }.map(\.id))
         if queue.payloads.contains(where: { if case .deliver(let from, _, _, _) = $0 { return rosterIDs.contains(from) } else { return false } }) {
             return "frames in flight"
         }
@@ -346,7 +475,8 @@ public final class Simulation {
         // SCENARIOS.md: idle means no timer but a periodic one due within the next 60 s;
         // a back-off long after that is a fleet at rest.
         for (owner, timers) in armed where rosterIDs.contains(owner) {
-            for (timer, armed) in timers where timer != .advertise && armed.deadline <= now + 60_000 {
+            // The outbox retries while a contact is out of reach: periodic too.
+            for (timer, armed) in timers where timer != .advertise && timer != .outbox && armed.deadline <= now + 60_000 {
                 guard let device = device(id: owner), device.isOnline else { continue }
                 return "\(device.name) has a \(timer) timer pending"
             }
@@ -376,6 +506,7 @@ public final class Simulation {
             }
             hasher.add("deliver", now, from, to, plain.count)
             deliver(.sealed(bytes), to: target)
+            if let source = device(id: from), source.account != target.account { deliveryLanded(plain, from: source, on: target) }
             if oracle.isCarrier(sequence) {
                 if roster.contains(from) && roster.contains(to) { oracle.frameLanded(sequence, in: target.replica) } else { oracle.frameLost(sequence) }
             }
@@ -402,7 +533,7 @@ public final class Simulation {
             if anchorSubstrate.isDown || !target.isOnline {
                 reading = .unavailable("the anchor substrate is unreachable")
             } else {
-                reading = readAnchor(with: accountKeys(of: target))
+                reading = readAnchor(of: target.account, with: accountKeys(of: target))
             }
             hasher.add("anchor-read", now, owner, owner, 0)
             deliver(.anchorRead(reading), to: target)
@@ -445,6 +576,13 @@ public final class Simulation {
     }
 
     private func send(_ bytes: [UInt8], from: DeviceID, to: DeviceID) {
+        // A frame to another account's device is read even if it goes nowhere: the
+        // receipts in it were written all the same.
+        var opened: [UInt8]?
+        if let source = device(id: from), let target = device(id: to), source.account != target.account {
+            opened = target.openAny(bytes)?.frame ?? []
+            deliverySent(opened ?? [], from: source)
+        }
         guard canReach(from, to) else { return }
         statistics.frames += 1
         statistics.bytes += bytes.count
@@ -454,11 +592,74 @@ public final class Simulation {
         }
         // The oracle sees what a frame carries (it knows every device's keys); the
         // device sees only the sealed bytes.
-        let plain = (try? device(id: to)?.tap.open(bytes).frame) ?? []
+        let plain = opened ?? device(id: to)?.openAny(bytes)?.frame ?? []
         queue.push(.deliver(from: from, to: to, sealed: bytes, plain: plain), at: now + random.value(in: network.delayMilliseconds))
         if random.chance(network.duplicatePercent) {
             count("dup")
             queue.push(.deliver(from: from, to: to, sealed: bytes, plain: plain), at: now + random.value(in: network.delayMilliseconds))
+        }
+    }
+
+    /// A device of the own account wrote receipts for a contact's delivery and
+    /// sends them: the oracle learns those its store holds now.
+    private func deliverySent(_ plain: [UInt8], from source: SimulatedDevice) {
+        // A revoked device's writes are no one's to keep (``perform(_:_:)``).
+        guard source.contact == nil, !source.isRevoked, case .delivery(let delivery)? = try? FrameCodec.decode(plain) else { return }
+        observing {
+            for record in delivery.records {
+                // An acknowledgement of a receipt whose op is gone is sent, not kept.
+                let held = Set(((try? source.replica.messages(delivery.conversation).ops(of: record.message)) ?? []).map(\.id))
+                for op in record.ops where op.account == account && held.contains(op.id) {
+                    if case .receipt = op.action { oracle.arrived(op, namespace: delivery.conversation, on: source.replica, deviceName: source.name, time: now) }
+                }
+            }
+        }
+    }
+
+    /// A delivery landed on another account's device. On the own account's, the
+    /// oracle learns the contact's ops the device took in. On a contact's, the
+    /// text of a message deleted for everyone before any of its text had reached
+    /// the contact is a leak: a failure (counted with the resurrections) when the
+    /// device that deleted it had been within the deliverer's reach for
+    /// ``leakReachMilliseconds``, a leak at the limit otherwise.
+    private func deliveryLanded(_ plain: [UInt8], from source: SimulatedDevice, on target: SimulatedDevice) {
+        guard case .delivery(let delivery)? = try? FrameCodec.decode(plain) else { return }
+        let namespace = delivery.conversation
+        observing {
+            for record in delivery.records {
+                if target.contact == nil {
+                    guard !target.isRevoked else { continue }
+                    let held = Set(((try? target.replica.messages(namespace).ops(of: record.message)) ?? []).map(\.id))
+                    for op in record.ops where held.contains(op.id) {
+                        oracle.arrived(op, namespace: namespace, on: target.replica, deviceName: target.name, time: now)
+                    }
+                    continue
+                }
+                guard source.contact == nil else { continue }
+                let texts = record.ops.filter { op in
+                    switch op.action {
+                    case .post, .edit: true
+                    default: false
+                    }
+                }
+                guard !texts.isEmpty else { continue }
+                let key = "\(namespace)/\(record.message)"
+                let reached = reachedContact[key]
+                if reached == nil { reachedContact[key] = now }
+                guard let deleted = oracle.deletedForEveryone(namespace, record.message), (reached ?? now) > deleted.time else { continue }
+                let subject = "\(namespace) message \(record.message)"
+                let detail = "\(source.name) delivered its text to \(target.name) at \(now) ms, after \(deleted.device) deleted it for everyone at \(deleted.time) ms and before it was ever delivered"
+                // The promise (README "Conversations"): no device delivers it once the
+                // delete could have reached it from the device that made it.
+                let since = reachableSince[Self.pairKey(source.name, deleted.device)]
+                let deleter = device(deleted.device)
+                let deleterHoldsIt = deleter.map { (try? $0.replica.messages(namespace).message(record.message))??.scope == .everyone } ?? false
+                if deleterHoldsIt, let since, now - max(since, deleted.time) >= Self.leakReachMilliseconds {
+                    oracle.leaked(subject, detail)
+                } else {
+                    oracle.leakedAtTheLimit(subject, detail + " (the deleting device was out of its reach)")
+                }
+            }
         }
     }
 
@@ -467,11 +668,11 @@ public final class Simulation {
     private func tampered(_ sealed: [UInt8], _ plain: [UInt8], from: DeviceID, to: DeviceID) -> [UInt8]? {
         guard let tamper else { return sealed }
         guard let rewritten = tamper(from, to, plain) else { return nil }
-        return try? device(id: from)?.tap.seal(rewritten, to: to)
+        return device(id: from)?.sealAny(rewritten, to: to)
     }
 
     /// Reads the anchor and opens it with the newest of `keys` that authenticates it.
-    private func readAnchor(with keys: [AccountKey]) -> AnchorReading {
+    private func readAnchor(of account: AccountID, with keys: [AccountKey]) -> AnchorReading {
         var failure = "this device holds no account key"
         for key in keys.reversed() {
             do {
@@ -558,7 +759,12 @@ public final class Simulation {
             guard case let .deliver(from, to, _, plain) = entry.payload, roster.contains(from), roster.contains(to) else { return nil }
             return (entry.sequence, plain)
         }
-        oracle.forgetOperationsUnknown(to: devices.map(\.replica), inFlight: inFlight)
+        // Every key the account ever had: a snapshot in flight is sealed with one of them.
+        var keys: [AccountKey] = [accountKey]
+        for device in everyDevice where device.contact == nil {
+            for key in accountKeys(of: device) where !keys.contains(key) { keys.append(key) }
+        }
+        oracle.forgetOperationsUnknown(to: devices.map(\.replica), inFlight: inFlight, account: account, keys: keys)
     }
 
     /// Drops the device's replica and node, optionally changes its file, then
@@ -568,17 +774,18 @@ public final class Simulation {
         let knownRoster = roster(of: device)
         device.firedBeforeReopen += device.replica.storageFaultsFired
         // Release every reference to the store before touching its file.
-        let placeholder = try Replica.create(at: ":memory:", account: account, device: device.id)
+        let placeholder = try Replica.create(at: ":memory:", account: device.account, device: device.id)
         device.node = FleetNode(unsealed: placeholder, roster: [], configuration: configuration, random: SplitMix(seed: 0))
         device.replica = placeholder
         try change()
-        device.replica = try Replica.open(at: device.path, account: account, device: device.id, options: options)
-        for namespace in namespaces { try device.replica.declare(namespace.name, namespace.kind) }
+        device.replica = try Replica.open(at: device.path, account: device.account, device: device.id, options: options)
+        try declareNamespaces(on: device)
         device.node = try FleetNode(
             replica: device.replica, identity: device.identity, roster: knownRoster.members, revoked: knownRoster.revoked, accountKeys: accountKeys(of: device),
             configuration: configuration, random: SplitMix(seed: seed &+ device.id.stableSeed &+ UInt64(now)))
         watch(device)
         deliver(.start, to: device)
+        try updateRosters()
     }
 
     // MARK: - Workload
@@ -593,7 +800,8 @@ public final class Simulation {
         syncClocks()
         lastRefusal = nil
         do {
-            lastRefusal = try oracle.perform(operation, on: device.replica, deviceName: name, time: now)
+            // A contact's writes reach the own account's oracle when they land on its devices.
+            lastRefusal = try (device.contact == nil ? oracle : contactOracle).perform(operation, on: device.replica, deviceName: name, time: now)
             if lastRefusal?.code == .messageMissing { return true }
             // The fleet refuses a revoked device's writes: they are no one's to keep.
             if device.isRevoked { forgetOperationsLost() }
@@ -607,6 +815,18 @@ public final class Simulation {
             failedOperations += 1
             lastFailure = "\(error)"
             return false
+        }
+    }
+
+    /// The devices, of any account, whose conversations still owe a delivery, and how many messages.
+    public func owingDeliveries() -> [(device: String, count: Int)] {
+        observing {
+            everyDevice.filter { !$0.isRevoked }.compactMap { device in
+                let owed = ((try? device.replica.conversations()) ?? []).reduce(0) { total, conversation in
+                    total + ((try? device.replica.messages(conversation.name).outboxCount()) ?? 0)
+                }
+                return owed > 0 ? (device.name, owed) : nil
+            }
         }
     }
 
@@ -641,6 +861,12 @@ public final class Simulation {
         timeline.append(TimelineEntry(time: now, device: device.name, kind: kind))
         hasher.add("\(kind)", now, device.id, device.id, 0)
     }
+}
+
+/// A contact account named that was never added.
+public struct UnknownContact: Error, Sendable, CustomStringConvertible {
+    public let name: String
+    public var description: String { "no contact named \(name); add it with contact \(name) D1 D2 first" }
 }
 
 /// What happened when, for the SVG report.

@@ -22,6 +22,9 @@ public struct SimulationRun {
         public var requiresCollection = true
         /// Long enough for the longest back-off (1 h) and a round after it.
         public var collectionBoundMilliseconds: Int64 = 7_200_000
+        /// Whether a contact account (two devices) talks in "chat", a conversation:
+        /// its devices post and react, go offline, and deliveries run both ways.
+        public var contact = true
 
         public init() {}
     }
@@ -35,6 +38,8 @@ public struct SimulationRun {
         public var faults: [String: Int] = [:]
         public var resurrections = 0
         public var lostWrites = 0
+        /// Leaks at the limit (``Oracle/leaksAtTheLimit``): counted, not failures.
+        public var leaksAtTheLimit = 0
         /// Virtual time from healing to convergence, or `nil` if it never converged.
         public var convergenceMilliseconds: Int64?
         /// Virtual time from convergence until no tombstone was left, or `nil`.
@@ -50,8 +55,10 @@ public struct SimulationRun {
 
         /// G4 failed: tombstones were left although collection was required.
         public var uncollected = false
+        /// Deliveries still owed once everyone had been reachable for the bound.
+        public var undelivered = false
 
-        public var failed: Bool { resurrections > 0 || lostWrites > 0 || convergenceMilliseconds == nil || uncollected }
+        public var failed: Bool { resurrections > 0 || lostWrites > 0 || convergenceMilliseconds == nil || uncollected || undelivered }
     }
 
     public static func run(seed: UInt64, options: Options) throws -> Outcome {
@@ -69,6 +76,12 @@ public struct SimulationRun {
         let names = (0..<options.devices).map { "d\($0)" }
         for name in names { try simulation.addDevice(name) }
         transcript.append("fleet " + names.joined(separator: " "))
+        let contactNames = options.contact ? ["bob0", "bob1"] : []
+        if options.contact {
+            try simulation.addContact("bob", devices: contactNames)
+            try simulation.addConversation("chat", with: "bob")
+            transcript += ["contact bob " + contactNames.joined(separator: " "), "conversation chat with bob"]
+        }
         var nextDevice = options.devices
         var workload = Workload()
         var backups: [String: String] = [:]
@@ -81,8 +94,14 @@ public struct SimulationRun {
             simulation.advance(byMilliseconds: pause)
             transcript.append("advance \(pause)ms")
             let active = simulation.devices.map(\.name)
-            guard let name = active.randomElement(using: &random) else { break }
-            let operation = workload.next(&random)
+            guard var name = active.randomElement(using: &random) else { break }
+            var operation: WorkloadOperation
+            if !contactNames.isEmpty, random.chance(25) {
+                name = contactNames[Int(random.next() % UInt64(contactNames.count))]
+                operation = workload.nextForContact(&random)
+            } else {
+                operation = workload.next(&random)
+            }
             simulation.perform(name, operation)
             if let refusal = simulation.lastRefusal, refusal.code == .messageMissing {
                 // The workload aimed at a message this device has not received: nothing happened.
@@ -111,7 +130,7 @@ public struct SimulationRun {
                 simulation.partition([Array(shuffled[..<cut]), Array(shuffled[cut...])])
                 transcript.append("partition \(shuffled[..<cut].joined(separator: " ")) / \(shuffled[cut...].joined(separator: " "))")
             case .offline:
-                let target = active.randomElement(using: &random)!
+                let target = (active + contactNames).randomElement(using: &random)!
                 let going = simulation.device(target)?.isOnline ?? false
                 simulation.setOnline(target, !going)
                 if going { simulation.count("offline") }
@@ -184,8 +203,11 @@ public struct SimulationRun {
             simulation.anchorSubstrate.isDown = false
             transcript.append("anchor up")
         }
-        for device in simulation.devices { simulation.setOnline(device.name, true) }
-        transcript += ["heal", "online " + simulation.devices.map(\.name).joined(separator: " "), "sync", "expect converged", "expect resurrections 0", "expect lost-writes 0"]
+        for name in simulation.devices.map(\.name) + contactNames { simulation.setOnline(name, true) }
+        transcript += [
+            "heal", "online " + (simulation.devices.map(\.name) + contactNames).joined(separator: " "), "sync", "expect converged", "expect resurrections 0",
+            "expect lost-writes 0",
+        ]
         let healedAt = simulation.now
         var outcome = Outcome(seed: seed)
         if simulation.sync(limitMilliseconds: options.convergenceBoundMilliseconds) == nil {
@@ -214,12 +236,34 @@ public struct SimulationRun {
             simulation.checkOracle()
             transcript += ["expect resurrections 0", "expect lost-writes 0"]
         }
+        if outcome.convergenceMilliseconds != nil && options.contact {
+            // Everyone reachable: whatever either side owes the other is delivered
+            // within the bound (a wait for an agreement lasts one advertisement).
+            let start = simulation.now
+            let owing = { simulation.owingDeliveries() }
+            while !owing().isEmpty && simulation.now - start < options.convergenceBoundMilliseconds {
+                simulation.advance(byMilliseconds: 60_000)
+                transcript += ["advance 1m", "sync"]
+                _ = simulation.sync(limitMilliseconds: options.convergenceBoundMilliseconds)
+            }
+            let left = owing()
+            if left.isEmpty {
+                transcript += (simulation.devices.map(\.name) + contactNames).map { "expect \($0) outbox chat 0" }
+            } else {
+                outcome.undelivered = true
+                outcome.findings.append(
+                    "deliveries still owed after everyone was reachable for \(options.convergenceBoundMilliseconds / 60_000) min: "
+                        + left.map { "\($0.device) \($0.count)" }.joined(separator: ", "))
+            }
+            simulation.checkOracle()
+        }
         outcome.operations = simulation.statistics.operations
         outcome.deletes = simulation.statistics.deletes
         outcome.frames = simulation.statistics.frames
         outcome.faults = simulation.statistics.faults
         outcome.resurrections = simulation.oracle.resurrections
         outcome.lostWrites = simulation.oracle.lostWrites
+        outcome.leaksAtTheLimit = simulation.oracle.leaksAtTheLimit
         outcome.findings += simulation.oracle.findings
         outcome.tombstonesLeft = simulation.totalTombstones()
         if options.requiresCollection && outcome.convergenceMilliseconds != nil && outcome.tombstonesLeft > 0 {

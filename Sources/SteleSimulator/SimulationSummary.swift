@@ -7,6 +7,9 @@ public struct SimulationSummary: Sendable, Codable {
     public var faults: [String: Int] = [:]
     public var resurrections = 0
     public var lostWrites = 0
+    /// Deliveries of a message deleted for everyone made while the deleting
+    /// device was out of the deliverer's reach: the stated limit, not failures.
+    public var leaksAtTheLimit = 0
     public var tombstonesLeft = 0
     public var convergenceP50Milliseconds: Int64?
     public var convergenceP99Milliseconds: Int64?
@@ -34,6 +37,7 @@ public struct SimulationSummary: Sendable, Codable {
             for (kind, count) in outcome.faults { faults[kind, default: 0] += count }
             resurrections += outcome.resurrections
             lostWrites += outcome.lostWrites
+            leaksAtTheLimit += outcome.leaksAtTheLimit
             tombstonesLeft += outcome.tombstonesLeft
             if let time = outcome.convergenceMilliseconds { times.append(time) }
             if let time = outcome.collectionMilliseconds { collections.append(time) }
@@ -61,6 +65,7 @@ public struct SimulationSummary: Sendable, Codable {
             "faults              " + (faults.isEmpty ? "none" : faults.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")),
             "resurrections       \(resurrections)",
             "lost writes         \(lostWrites)",
+            "leaks at the limit  \(leaksAtTheLimit) (a message deleted for everyone, delivered while its deleter was out of reach)",
             "convergence         p50 \(seconds(convergenceP50Milliseconds)), p99 \(seconds(convergenceP99Milliseconds)) (virtual, after healing)",
             "collection          p50 \(seconds(collectionP50Milliseconds)), p99 \(seconds(collectionP99Milliseconds)) (virtual, after convergence)",
             "tombstones left     \(tombstonesLeft)",

@@ -19,6 +19,10 @@ public struct Workload: Sendable {
     /// Messages posted so far: edits, deletes and reactions pick among them (a
     /// device that has not received one yet is refused, as an app would be).
     private var posted: [String] = []
+    /// Messages the contact's devices posted: only they edit them; this
+    /// account's devices react to them but never delete them (a contact's
+    /// deleted message is a tombstone no barrier collects, which would fail G4).
+    private var contactPosted: [String] = []
 
     public init(keys: Int = 40) { self.keys = keys }
 
@@ -53,9 +57,32 @@ public struct Workload: Sendable {
             switch random.next() % 8 {
             case 0, 1, 2: return .edit(namespace: "chat", message: message, text: value)
             case 3: return .unsend(namespace: "chat", message: message, scope: random.next() % 2 == 0 ? .me : .everyone)
-            case 4, 5, 6: return .react(namespace: "chat", message: message, emoji: ["👍", "❤️", "😂"][Int(random.next() % 3)])
+            case 4, 5:
+                return .react(namespace: "chat", message: message, emoji: ["👍", "❤️", "😂"][Int(random.next() % 3)])
+            case 6:
+                let target = contactPosted.isEmpty ? message : contactPosted[contactPosted.count - 1 - Int(random.next() % UInt64(min(contactPosted.count, 4)))]
+                return .react(namespace: "chat", message: target, emoji: "🎉")
             default: return .unreact(namespace: "chat", message: message, emoji: "-")
             }
+        }
+    }
+
+    /// The next write of a contact's device in the conversation "chat": posts,
+    /// edits of its own account's posts, reactions to anyone's.
+    public mutating func nextForContact(_ random: inout SplitMix) -> WorkloadOperation {
+        counter += 1
+        let value = "v\(counter)"
+        guard !contactPosted.isEmpty, random.next() % 3 != 0 else {
+            contactPosted.append("c\(counter)")
+            return .post(namespace: "chat", message: "c\(counter)", text: value)
+        }
+        let own = contactPosted[contactPosted.count - 1 - Int(random.next() % UInt64(min(contactPosted.count, 4)))]
+        switch random.next() % 4 {
+        case 0: return .edit(namespace: "chat", message: own, text: value)
+        case 1: return .unreact(namespace: "chat", message: own, emoji: "-")
+        default:
+            let target = posted.isEmpty || random.next() % 2 == 0 ? own : posted[posted.count - 1 - Int(random.next() % UInt64(min(posted.count, 4)))]
+            return .react(namespace: "chat", message: target, emoji: "👀")
         }
     }
 }

@@ -115,12 +115,22 @@ import Testing
             expect a status current
             expect a gc blocked by b c
             expect a conflict notes k
+            contact bob b1 b2
+            conversation talk with bob
+            b1 post talk m9 "hi"
+            expect a delivered talk m9
+            expect b2 outbox talk 0
             expect converged
             expect resurrections 0
             expect lost-writes 0
             """
         let scenario = try ScenarioParser.parse(text)
-        #expect(scenario.lines.count == 56)
+        #expect(scenario.lines.count == 61)
+        #expect(scenario.lines[53].statement == .contact(name: "bob", devices: ["b1", "b2"]))
+        #expect(scenario.lines[54].statement == .conversation(namespace: "talk", contact: "bob"))
+        #expect(scenario.lines[55].statement == .operation(device: "b1", .post(namespace: "talk", message: "m9", text: "hi")))
+        #expect(scenario.lines[56].statement == .expect(.delivered(device: "a", namespace: "talk", message: "m9")))
+        #expect(scenario.lines[57].statement == .expect(.outbox(device: "b2", namespace: "talk", count: 0)))
         #expect(scenario.lines[8].statement == .operation(device: "a", .put(namespace: "notes", key: "k", value: "buy \"milk\" \\ now")))
         #expect(scenario.lines[20].statement == .partition(["a"], ["b", "c"]))
         #expect(scenario.lines[24].statement == .networkDelay(min: 10, max: 2_000))
@@ -167,6 +177,18 @@ import Testing
         ("fleet a\nnamespace n causal\na put n bad/key v", 3, "bad/key is not a name"),
         ("fleet a\nnamespace m log\nexpect a m g full", 3, "expect D NS GROUP empty"),
         ("fleet a\nnamespace m messages\na unsend m x someone", 3, "unsend takes me or everyone"),
+        ("fleet a\ncontact bob", 2, "contact needs a name and at least one device"),
+        ("fleet a\ncontact bob a", 2, "device a is named twice"),
+        ("fleet a\ncontact bob b1\ncontact bob b2", 3, "contact bob is declared twice"),
+        ("fleet a\ncontact bob b1\nconversation chat bob", 3, "write: conversation NS with NAME"),
+        ("fleet a\ncontact bob b1\nconversation chat with bbo", 3, "unknown contact bbo; did you mean 'bob'?"),
+        ("fleet a\nnamespace n causal\ncontact bob b1\nconversation n with bob", 4, "a conversation is a messages namespace"),
+        ("fleet a\ncontact bob b1\nconversation chat with bob\nconversation chat with bob", 4, "is a conversation already"),
+        ("fleet a\nnamespace n causal\ncontact bob b1\nb1 put n k v", 4, "b1 is a device of contact bob"),
+        ("fleet a\nnamespace m messages\ncontact bob b1\nb1 post m x hi", 4, "m is no conversation with bob"),
+        ("fleet a\nnamespace m messages\nexpect a outbox m 1", 3, "m is no conversation"),
+        ("fleet a\ncontact bob b1\nconversation chat with bob\nexpect a delivered cht m1", 4, "cht is no conversation; did you mean 'chat'?"),
+        ("fleet a\ncontact bob b1\nconversation chat with bob\nexpect a outbox chat lots", 4, "lots is not a count"),
     ]
 
     @Test(arguments: badScenarios.indices)

@@ -175,6 +175,8 @@ extension FleetNode {
             let header = AnchorHeader(account: replica.account, generation: generation, round: round.proposal.round, digest: fresh)
             let snapshot = try Snapshot.take(of: replica, generation: generation, knowledge: round.knowledge)
             barrier.round?.agreed = fresh
+            // Siblings restore from the anchor: its content counts as shared.
+            noteShared(nil)
             return [.writeAnchor(Anchor(header: header, snapshot: snapshot.encoded))]
         } catch {
             return failRound("could not take the snapshot: \(error)", missing: [])

@@ -167,6 +167,7 @@ extension FleetNode {
                 return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "no account key to seal a snapshot with; this device has not received one"))]
             }
             let snapshot = try Snapshot.take(of: replica, generation: replica.generation, knowledge: try replica.knowledge())
+            noteShared(nil)
             return [.send(to: peer, bytes: FrameCodec.encode(.snapshot(SealedSnapshot(snapshot, account: replica.account, key: key))))]
         } catch {
             return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "could not take a snapshot: \(error)"))]

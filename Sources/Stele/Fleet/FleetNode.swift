@@ -10,6 +10,10 @@
 /// reconcile of that namespace (``ReconcileEngine``); a different generation
 /// stops content reconcile both ways (001 §7). Rows a device learns in a
 /// reconcile count as changes, so they travel on to its other siblings.
+///
+/// It also carries conversations with contacts (``updateContacts(_:)``, in
+/// FleetNode+Delivery.swift): what a conversation owes a contact is delivered
+/// to the contact's devices over the contact channel, and receipts come back.
 public struct FleetNode {
     public let replica: Replica
     /// The devices of the account, this one included. Frames from anyone else are refused.
@@ -23,6 +27,11 @@ public struct FleetNode {
     /// snapshots it serves, any of them may open one (a sibling may not have
     /// heard of a rotation yet).
     public private(set) var accountKeys: [AccountKey]
+    /// The contacts this device delivers conversations to (``updateContacts(_:)``), by account.
+    public internal(set) var contacts: [AccountID: ContactRoster] = [:]
+    /// The channel to each contact's devices (a node with a sibling channel only).
+    var contactChannels: [AccountID: SiblingChannel] = [:]
+    var delivery = DeliveryState()
     var random: any RandomNumberGenerator
 
     private struct SessionKey: Hashable {
@@ -86,18 +95,30 @@ public struct FleetNode {
         seal(step(input))
     }
 
-    /// Seals every frame among `outputs` for its recipient (a node with a channel).
-    private mutating func seal(_ outputs: [FleetOutput]) -> [FleetOutput] {
-        guard var channel else { return outputs }
-        defer { self.channel = channel }
-        return outputs.map { output in
-            guard case let .send(recipient, bytes) = output else { return output }
+    /// Seals every frame among `outputs` for its recipient (a node with a
+    /// channel): with the sibling channel, or a contact's for its devices.
+    mutating func seal(_ outputs: [FleetOutput]) -> [FleetOutput] {
+        guard channel != nil else { return outputs }
+        var sealed: [FleetOutput] = []
+        sealed.reserveCapacity(outputs.count)
+        for output in outputs {
+            guard case let .send(recipient, bytes) = output else {
+                sealed.append(output)
+                continue
+            }
             do {
-                return .send(to: recipient, bytes: try channel.seal(bytes, to: recipient))
+                if !roster.contains(recipient), let account = contactAccount(of: recipient), var contactChannel = contactChannels[account] {
+                    defer { contactChannels[account] = contactChannel }
+                    sealed.append(.send(to: recipient, bytes: try contactChannel.seal(bytes, to: recipient)))
+                } else if var channel {
+                    defer { self.channel = channel }
+                    sealed.append(.send(to: recipient, bytes: try channel.seal(bytes, to: recipient)))
+                }
             } catch {
-                return .log(FleetEvent(kind: .rejectedSeal, peer: recipient, namespace: nil, message: "could not seal a frame for this device: \(error)"))
+                sealed.append(.log(FleetEvent(kind: .rejectedSeal, peer: recipient, namespace: nil, message: "could not seal a frame for this device: \(error)")))
             }
         }
+        return sealed
     }
 
     private mutating func step(_ input: FleetInput) -> [FleetOutput] {
@@ -107,6 +128,9 @@ public struct FleetNode {
             changePending = false
             barrier = BarrierState()
             recovery = RecoveryState()
+            // What this device held before it started may have reached a sibling.
+            delivery = DeliveryState()
+            noteShared(nil)
             // An ack recorded before a crash still awaits its commit: the hold goes on.
             var held: [FleetOutput] = []
             if let ack = try? replica.lastAck(), ack.generation > replica.generation {
@@ -120,13 +144,16 @@ public struct FleetNode {
             // the anchor at launch (a restore is a relaunch).
             let alone = peers.isEmpty ? considerRound() : []
             return held + advertiseToAll() + [.arm(.advertise, afterMilliseconds: configuration.advertiseIntervalMilliseconds)] + alone + checkAnchor()
+                + attemptDeliveries()
         case .timer(.advertise):
             return advertiseToAll() + [.arm(.advertise, afterMilliseconds: configuration.advertiseIntervalMilliseconds)]
         case .localChange:
             return noteChange() + considerRound()
         case .timer(.changeDebounce):
             changePending = false
-            return advertiseToAll()
+            return advertiseToAll() + attemptDeliveries()
+        case .timer(.outbox):
+            return attemptDeliveries()
         case .timer(.session(let peer, let namespace, let epoch)):
             let key = SessionKey(peer: peer, namespace: namespace)
             guard let session = sessions[key], session.epoch == epoch else { return [] }
@@ -142,15 +169,24 @@ public struct FleetNode {
                 self.channel = channel
             } catch {
                 self.channel = channel
+                var failure = error
+                if error == .unknownSender {
+                    // Not a sibling's: perhaps a contact's delivery.
+                    switch openFromContact(bytes) {
+                    case .success(let opened): return receive(contactFrame: opened.frame, from: opened.sender, account: opened.account)
+                    case .failure(let contactFailure): failure = contactFailure
+                    }
+                }
                 // A revoked device is named: whoever watches can tell it is still talking.
-                if case .revokedSender(let device) = error { return logOnce(.unknownDevice, peer: device, namespace: nil, error.description) }
-                return logOnce(.rejectedSeal, peer: nil, namespace: nil, error.description)
+                if case .revokedSender(let device) = failure { return logOnce(.unknownDevice, peer: device, namespace: nil, failure.description) }
+                return logOnce(.rejectedSeal, peer: nil, namespace: nil, failure.description)
             }
             return receive(opened.frame, from: opened.sender)
         case .frame(let peer, let bytes):
             guard channel == nil else {
                 return logOnce(.rejectedSeal, peer: peer, namespace: nil, "an unsealed frame was refused: this node accepts sealed frames only")
             }
+            if !roster.contains(peer), let account = contactAccount(of: peer) { return receive(contactFrame: bytes, from: peer, account: account) }
             return receive(bytes, from: peer)
         case .timer(.barrierDebounce):
             return barrierDebounceFired()
@@ -205,7 +241,7 @@ public struct FleetNode {
             generation: replica.generation)
     }
 
-    private func advertiseToAll() -> [FleetOutput] {
+    func advertiseToAll() -> [FleetOutput] {
         do {
             let bytes = FrameCodec.encode(.advertisement(try advertisement()))
             return peers.map { .send(to: $0, bytes: bytes) }
@@ -242,11 +278,13 @@ public struct FleetNode {
         case .gcRequest: return resumed + receiveRoundRequest(from: peer)
         case .snapshotRequest(let generation): return resumed + receive(snapshotRequest: generation, from: peer)
         case .snapshot(let snapshot): return resumed + receive(snapshot: snapshot, from: peer)
+        case .delivery: return resumed + logOnce(.rejectedFrame, peer: peer, namespace: nil, "a delivery came from a device of this account; deliveries come from contacts only")
         }
     }
 
     private mutating func receive(_ advertisement: Advertisement, from peer: DeviceID) -> [FleetOutput] {
         barrier.heard[peer] = advertisement
+        delivery.heardAt[peer] = replica.clock.nowMilliseconds()
         if (try? self.advertisement()) == advertisement { barrier.agreedAt[peer] = replica.clock.nowMilliseconds() }
         guard advertisement.generation == replica.generation else {
             var outputs: [FleetOutput] = []
@@ -264,13 +302,18 @@ public struct FleetNode {
         var outputs: [FleetOutput] = []
         let theirs = Dictionary(advertisement.roots.map { ($0.namespace, $0.digest) }, uniquingKeysWith: { first, _ in first })
         var allEqual = true
+        var agreedWhileWaiting = false
         for declaration in replica.namespaces where declaration.kind.isReplicated {
             guard let root = theirs[declaration.name] else {
                 allEqual = false
                 outputs += logOnce(.undeclaredNamespace, peer: peer, namespace: declaration.name, "peer does not advertise this namespace; declare it on every device")
                 continue
             }
-            guard let mine = try? replica.digest(of: declaration.name), mine != root else { continue }
+            guard let mine = try? replica.digest(of: declaration.name) else { continue }
+            guard mine != root else {
+                if declaration.kind == .messages, agreed(on: declaration.name) { agreedWhileWaiting = true }
+                continue
+            }
             allEqual = false
             outputs += isHoldingRecords ? [] : startSession(with: peer, namespace: declaration)
         }
@@ -283,7 +326,8 @@ public struct FleetNode {
             outputs.append(.log(FleetEvent(kind: .inSync, peer: peer, namespace: nil, message: "every namespace root equal")))
             outputs += considerRound()
         }
-        return outputs
+        // What waited goes after the settling moment, if every sibling heard from still agrees then.
+        return outputs + (agreedWhileWaiting ? [.arm(.outbox, afterMilliseconds: configuration.deliverySettleMilliseconds)] : [])
     }
 
     private mutating func startSession(with peer: DeviceID, namespace declaration: NamespaceDeclaration) -> [FleetOutput] {
@@ -347,7 +391,11 @@ public struct FleetNode {
             // A reply that asks nothing back ends the session here; with nothing to
             // say at all, an empty reply tells a peer that is waiting that it is over.
             let outgoing = reply ?? (message.needsReply ? ReconcileMessage(session: message.session, namespace: message.namespace, kind: message.kind, generation: message.generation) : nil)
-            if let outgoing { outputs.append(.send(to: peer, bytes: FrameCodec.encode(.reconcile(outgoing)))) }
+            if let outgoing {
+                // A conversation's records left for a sibling: what they carry may be deleted there.
+                if outgoing.kind == .messages, !outgoing.records.isEmpty || outgoing.tombstones?.isEmpty == false { noteShared(outgoing.namespace) }
+                outputs.append(.send(to: peer, bytes: FrameCodec.encode(.reconcile(outgoing))))
+            }
             if let outgoing, outgoing.needsReply {
                 outputs.append(armTimer(for: key, &session))
                 sessions[key] = session
@@ -373,7 +421,7 @@ public struct FleetNode {
     }
 
     /// Logs a rejection the first time it happens for this peer, namespace and reason.
-    private mutating func logOnce(_ kind: FleetEvent.Kind, peer: DeviceID?, namespace: String?, _ message: String) -> [FleetOutput] {
+    mutating func logOnce(_ kind: FleetEvent.Kind, peer: DeviceID?, namespace: String?, _ message: String) -> [FleetOutput] {
         // Bounded: a flood of distinct garbage cannot grow it without end.
         if logged.count >= 4_096 { logged.removeAll() }
         guard logged.insert("\(kind)|\(peer?.hex ?? "")|\(namespace ?? "")|\(message)").inserted else { return [] }

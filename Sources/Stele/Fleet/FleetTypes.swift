@@ -21,11 +21,19 @@ public struct FleetConfiguration: Sendable {
     /// ``barrierMaximumBackoffMilliseconds`` (DESIGN §6: no futile rounds).
     public var barrierBackoffMilliseconds: Int64
     public var barrierMaximumBackoffMilliseconds: Int64
+    /// How often a device tries again to deliver what its conversations owe a
+    /// contact (``MessageNamespace/outbox()``) until a receipt cancels the duty.
+    public var deliveryRetryMilliseconds: Int64
+    /// How long after an agreement with a sibling a delivery that waited for it
+    /// goes, if every sibling heard from lately still agrees: a sibling that
+    /// came back at the same moment may be bringing a delete.
+    public var deliverySettleMilliseconds: Int64
 
     public init(
         advertiseIntervalMilliseconds: Int64 = 30_000, changeDebounceMilliseconds: Int64 = 250, sessionTimeoutMilliseconds: Int64 = 20_000,
         collects: Bool = true, barrierDebounceMilliseconds: Int64 = 5_000, barrierRoundMilliseconds: Int64 = 15_000,
-        barrierBackoffMilliseconds: Int64 = 600_000, barrierMaximumBackoffMilliseconds: Int64 = 3_600_000
+        barrierBackoffMilliseconds: Int64 = 600_000, barrierMaximumBackoffMilliseconds: Int64 = 3_600_000, deliveryRetryMilliseconds: Int64 = 20_000,
+        deliverySettleMilliseconds: Int64 = 2_000
     ) {
         self.advertiseIntervalMilliseconds = advertiseIntervalMilliseconds
         self.changeDebounceMilliseconds = changeDebounceMilliseconds
@@ -35,6 +43,8 @@ public struct FleetConfiguration: Sendable {
         self.barrierRoundMilliseconds = barrierRoundMilliseconds
         self.barrierBackoffMilliseconds = barrierBackoffMilliseconds
         self.barrierMaximumBackoffMilliseconds = barrierMaximumBackoffMilliseconds
+        self.deliveryRetryMilliseconds = deliveryRetryMilliseconds
+        self.deliverySettleMilliseconds = deliverySettleMilliseconds
     }
 }
 
@@ -104,6 +114,8 @@ public enum FleetTimer: Sendable, Hashable {
     /// This device acked a round and has heard no commit for too long: it
     /// withdraws its ack and applies siblings' records again; `epoch` names the ack.
     case barrierHold(epoch: UInt64)
+    /// Time to try the conversations' outboxes again.
+    case outbox
 }
 
 /// A notable event, reported through ``FleetOutput/log(_:)``.
@@ -147,6 +159,13 @@ public struct FleetEvent: Sendable, Equatable, CustomStringConvertible {
         case recovered
         /// This device is behind and cannot catch up for now: the message says why.
         case recoveryFailed
+        /// Ops owed to a contact were sent to its devices (the message says how many).
+        case delivered
+        /// A contact's delivery (or receipts) was taken in.
+        case deliveryReceived
+        /// Ops owed to a contact wait: a sibling may hold them, and may have deleted
+        /// them, so they go once this device has agreed with a sibling again.
+        case deliveryWaits
     }
 
     public let kind: Kind

@@ -128,6 +128,8 @@ public struct MessageRow: Sendable, Equatable {
     /// The ops of this message the other side has receipted (whatever order the
     /// receipts and the ops came in).
     public fileprivate(set) var receipted: Set<MessageOpID> = []
+    /// The receipt ops among the message's ops.
+    public fileprivate(set) var receipts: Set<MessageOpID> = []
     /// The post's id: its receipt is what "delivered" means.
     public let postOp: MessageOpID
     /// The account that wrote the post: only it edits the message or deletes it for everyone.
@@ -143,14 +145,18 @@ public struct MessageRow: Sendable, Equatable {
     /// Whether the other side has a delete for everyone of it.
     public var isRecallDelivered: Bool { recalls.contains { receipted.contains($0) } }
 
+    /// The receipts the other side has acknowledged (receipted in turn), in id order.
+    public var acknowledgedReceipts: [MessageOpID] { receipts.intersection(receipted).sorted() }
+
     /// The reactions shown: reactor → emoji.
     public var shownReactions: [String: String] { reactions.compactMapValues(\.emoji) }
 
     /// The canonical bytes the digest hashes (000 §6). A deleted row is identity
     /// and scope only, so a device that saw edit-then-delete and one that saw
-    /// only the delete hash alike; beyond the seed, with the two delivery facts
-    /// the outbox duty follows from (delivered, recall delivered), so devices
-    /// that disagree on them differ and reconcile the receipts.
+    /// only the delete hash alike; beyond the seed, with the delivery facts the
+    /// outbox duty follows from (delivered, recall delivered, the receipts the
+    /// other side acknowledged), so devices that disagree on them differ and
+    /// reconcile the receipts.
     public var leaf: [UInt8] {
         var writer = ByteWriter(capacity: 64 + body.count)
         for text in [message, author] {
@@ -161,7 +167,12 @@ public struct MessageRow: Sendable, Equatable {
         writer.append(authorAccount.bytes)
         writer.append(scope.rawValue)
         guard scope == .live else {
-            writer.append((isDelivered ? 1 : 0) | (isRecallDelivered ? 2 : 0))
+            let acknowledged = acknowledgedReceipts
+            writer.append((isDelivered ? 1 : 0) | (isRecallDelivered ? 2 : 0) | (acknowledged.isEmpty ? 0 : 4))
+            if !acknowledged.isEmpty {
+                writer.appendVarint(UInt64(acknowledged.count))
+                for id in acknowledged { writer.append(id.bytes) }
+            }
             return writer.bytes
         }
         writer.appendVarint(UInt64(body.count))
@@ -218,7 +229,12 @@ public enum MessageFold {
     /// - A delivered message deleted for me owes nothing more (a delete for me
     ///   reaches this account's devices only, and the text to edit is erased).
     /// - A live message owes every op of `account` not receipted: its post (with
-    ///   the current text), edits, reactions. Receipts and deletes for me never travel.
+    ///   the current text), edits, reactions. Deletes for me never travel.
+    /// - Whatever the scope, a receipt of `account` for one of the other side's
+    ///   ops is owed until the other side acknowledges a receipt of that op (its
+    ///   receipt of the receipt): until then it delivers the op again whenever it
+    ///   has not heard, and a row collected here would let that retry bring the
+    ///   message back. Acknowledgements themselves are never owed.
     public static func duty(of ops: [MessageOp], for account: AccountID) -> [MessageOp] {
         guard let row = fold(ops) else { return [] }
         return duty(of: ops, folded: row, for: account)
@@ -227,20 +243,35 @@ public enum MessageFold {
     /// ``duty(of:for:)`` with the ops' fold already made.
     static func duty(of ops: [MessageOp], folded row: MessageRow, for account: AccountID) -> [MessageOp] {
         let mine = ops.filter { $0.account == account && !row.receipted.contains($0.id) }
+        let owed: [MessageOp]
         switch row.scope {
         case .everyone:
-            guard row.isDelivered, !row.isRecallDelivered else { return [] }
-            return mine.filter { $0.action == .delete(.everyone) }.sorted { $0.id < $1.id }
+            owed = row.isDelivered && !row.isRecallDelivered ? mine.filter { $0.action == .delete(.everyone) } : []
         case .me:
-            return []
+            owed = []
         case .live:
-            return mine.filter { op in
+            owed = mine.filter { op in
                 switch op.action {
                 case .post, .edit, .react, .unreact: true
                 case .delete, .receipt: false
                 }
-            }.sorted { $0.id < $1.id }
+            }
         }
+        return (owed + unacknowledgedReceipts(of: ops, folded: row, for: account)).sorted { $0.id < $1.id }
+    }
+
+    /// The receipts of `account` for the other side's ops (not its receipts)
+    /// whose op no acknowledgement of the other side covers yet.
+    private static func unacknowledgedReceipts(of ops: [MessageOp], folded row: MessageRow, for account: AccountID) -> [MessageOp] {
+        let byID = Dictionary(ops.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        var receiptsOf: [MessageOpID: [MessageOp]] = [:]
+        for op in ops where op.account == account {
+            guard case .receipt(let target) = op.action, let received = byID[target], received.account != account else { continue }
+            // Our receipt of their receipt is an acknowledgement: never owed.
+            if case .receipt = received.action { continue }
+            receiptsOf[target, default: []].append(op)
+        }
+        return receiptsOf.values.filter { receipts in !receipts.contains { row.receipted.contains($0.id) } }.flatMap { $0 }
     }
 
     static func apply(_ op: MessageOp, to row: inout MessageRow) {
@@ -278,6 +309,7 @@ public enum MessageFold {
             register(Reaction(emoji: nil, time: op.time), for: reactor, in: &row)
         case .receipt(let received):
             row.receipted.insert(received)
+            row.receipts.insert(op.id)
         }
     }
 

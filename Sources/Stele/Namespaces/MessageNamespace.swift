@@ -218,13 +218,21 @@ public struct MessageNamespace {
     /// each, to send back (and kept here too, so this account's devices agree
     /// on what arrived). Receipt ids are derived from the op and this device, so
     /// a delivery that comes twice is receipted once.
-    /// Receipts of this account's ops come back the same way (and get none).
+    ///
+    /// Receipts come back the same way. The contact's receipt of one of this
+    /// account's ops is acknowledged in turn (a receipt of the receipt: the
+    /// contact owes its receipt until it hears that, ``MessageFold/duty(of:for:)``);
+    /// an acknowledgement gets nothing back. A receipt naming an op this store
+    /// does not hold (its message was collected, or it never was ours) is not
+    /// kept; it is acknowledged all the same so the contact stops owing it,
+    /// unless it came as an answer (`isAnswer`), which two collected sides would
+    /// otherwise answer back and forth.
     /// - Throws: ``ReplicaError`` `conversationMismatch` when this namespace is
     ///   not a conversation with `account`; `invalidRecord` when an op claims
     ///   another account than the sender's, is a delete for me (it never travels),
     ///   or is malformed (nothing changes).
     @discardableResult
-    public func receive(_ record: MessageRecord, from account: AccountID) throws -> MessageRecord {
+    public func receive(_ record: MessageRecord, from account: AccountID, isAnswer: Bool = false) throws -> MessageRecord {
         try record.validate()
         guard try contact() == account else {
             throw ReplicaError(.conversationMismatch, "\(name) is not a conversation with \(account); its delivery of message \(record.message) is refused")
@@ -239,16 +247,38 @@ public struct MessageNamespace {
             // The clock moves past what arrived, so an op written here next folds after it.
             for op in record.ops { replica.observe(HybridTimestamp(rawValue: UInt64(op.time))) }
             let time = Int64(bitPattern: replica.nextTimestamp().rawValue)
-            let receipts = record.ops.filter { if case .receipt = $0.action { false } else { true } }.map { op in
+            let held = try storedOps(of: record.message)
+            let heldByID = Dictionary(held.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+            var kept: [MessageOp] = []
+            var answered: [MessageOp] = []
+            var unkept: [MessageOp] = []
+            for op in record.ops {
+                guard case .receipt(let target) = op.action else {
+                    kept.append(op)
+                    answered.append(op)
+                    continue
+                }
+                guard let received = heldByID[target], received.account == replica.account else {
+                    if !isAnswer { unkept.append(op) }
+                    continue
+                }
+                kept.append(op)
+                // A receipt of this account's op is acknowledged; an acknowledgement is not.
+                if case .receipt = received.action { continue }
+                answered.append(op)
+            }
+            let receipt = { (op: MessageOp) in
                 MessageOp(
-                    id: receiptID(of: op.id), message: record.message, time: time, writer: replica.device, account: replica.account,
+                    id: self.receiptID(of: op.id), message: record.message, time: time, writer: self.replica.device, account: self.replica.account,
                     action: .receipt(of: op.id))
             }
-            let outcome = try insert(record.ops + receipts, into: record.message)
+            let receipts = answered.map(receipt)
+            let outcome = try insert(kept + receipts, into: record.message, held: held)
             replica.emitOutcome(outcome, namespace: name, subject: .message(record.message))
             // A receipt written before (a delivery that came again) is sent as it was stored.
             let ids = Set(receipts.map(\.id))
-            return MessageRecord(message: record.message, ops: try storedOps(of: record.message).filter { ids.contains($0.id) })
+            let stored = try storedOps(of: record.message).filter { ids.contains($0.id) }
+            return MessageRecord(message: record.message, ops: (stored + unkept.map(receipt)).sorted { $0.id < $1.id })
         }
     }
 

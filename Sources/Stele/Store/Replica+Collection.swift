@@ -161,7 +161,7 @@ extension Replica {
     private func dropTombstones(upTo watermark: UInt64) throws -> Int {
         var dropped = 0
         for declaration in namespaces {
-            guard let filter = Self.collectableFilter(declaration.kind) else { continue }
+            guard let filter = Self.collectableFilter(declaration) else { continue }
             let bound: [SQLValue] = [.integer(Int64(watermark))]
             if declaration.kind.tombstonesAreLeaves, maintainsDigests {
                 let leaves = try connection.query("SELECT \(declaration.kind.keyColumn), leaf FROM \(declaration.table) WHERE \(filter) AND seq <= ?", bound) { row in
@@ -184,10 +184,13 @@ extension Replica {
 
     /// The SQL that picks the tombstones a commit may drop: every tombstone, but
     /// a deleted message whose recall is still owed to the contact (the delete
-    /// for everyone is what the contact must yet receive).
-    static func collectableFilter(_ kind: NamespaceKind) -> String? {
-        guard let filter = tombstoneFilter(kind) else { return nil }
-        return kind == .messages ? filter + " AND duty = 0" : filter
+    /// for everyone is what the contact must yet receive) and a deleted message
+    /// with a receipt the contact has not acknowledged: the contact delivers
+    /// again until it hears a receipt, and a retry that found the row collected
+    /// would bring the message back (``MessageFold/duty(of:for:)`` owes both).
+    static func collectableFilter(_ declaration: NamespaceDeclaration) -> String? {
+        guard let filter = tombstoneFilter(declaration.kind) else { return nil }
+        return declaration.kind == .messages ? filter + " AND duty = 0" : filter
     }
 
     /// The SQL that picks a kind's tombstones, or `nil` for a kind that keeps none.

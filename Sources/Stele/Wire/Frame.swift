@@ -1,5 +1,6 @@
-/// Everything devices of one account say to each other (DESIGN §5). Frames are
-/// encoded by ``FrameCodec``; ``SiblingChannel`` seals the encoded bytes.
+/// Everything devices of one account say to each other (DESIGN §5), and the one
+/// thing they say to a contact's devices (``delivery(_:)``). Frames are encoded
+/// by ``FrameCodec``; ``SiblingChannel`` seals the encoded bytes.
 public enum Frame: Sendable, Equatable {
     /// Every namespace root, then the fleet generation (001 §7).
     case advertisement(Advertisement)
@@ -20,6 +21,29 @@ public enum Frame: Sendable, Equatable {
     /// A sibling's full snapshot at its generation, answering a request, its body
     /// sealed with the account key (``SealedSnapshot``).
     case snapshot(SealedSnapshot)
+    /// Ops of a conversation delivered to a contact's device, or the receipts
+    /// it answers with: the only frame that crosses accounts, sealed with the
+    /// contact channel (``SiblingChannel/contact(identity:account:contact:members:revoked:)``).
+    case delivery(Delivery)
+}
+
+/// Ops of one conversation between two accounts: what one side owes the other
+/// (``MessageNamespace/outbox()``), or the receipts for what it took in.
+public struct Delivery: Sendable, Equatable {
+    /// The conversation's name, the same on both sides (the app's conversation id).
+    public let conversation: String
+    /// Per message, the ops delivered (or the receipts), by message id.
+    public let records: [MessageRecord]
+    /// Whether it answers a delivery (the receipts for it) rather than comes
+    /// from an outbox: receipts in an answer that name an op the receiver no
+    /// longer holds are not answered again (``MessageNamespace/receive(_:from:isAnswer:)``).
+    public let isAnswer: Bool
+
+    public init(conversation: String, records: [MessageRecord], isAnswer: Bool = false) {
+        self.conversation = conversation
+        self.isAnswer = isAnswer
+        self.records = records.sorted { Array($0.message.utf8).lexicographicallyPrecedes(Array($1.message.utf8)) }
+    }
 }
 
 /// A barrier round as the leader names it: `gc_propose` and `gc_commit` carry this.

@@ -5,7 +5,10 @@
 /// Types 1 and 2 are the advertisement and the reconcile step; 16–18 are the
 /// barrier's `gc_propose`, `gc_ack` and `gc_commit`: a 16-byte nonce, a 32-byte
 /// digest, (propose, commit) the generation as a varint and (ack, commit) the
-/// ``Knowledge``; 19–21 are the snapshot request, the snapshot and `gc_request`.
+/// ``Knowledge``; 19–21 are the snapshot request, the snapshot and `gc_request`;
+/// 32 is a delivery to a contact: the conversation name, a flags byte (bit 0:
+/// an answer), the frame's device dictionary, then message records as a
+/// reconcile carries them.
 ///
 /// A decoder never traps on input: short, oversized or malformed bytes throw
 /// ``CodecError`` and nothing else happens.
@@ -17,6 +20,8 @@ public enum FrameCodec {
         case reconcile = 2
         // The convergence barrier (001 §4), and recovery from a sibling (DESIGN §6).
         case gcPropose = 16, gcAck = 17, gcCommit = 18, snapshotRequest = 19, snapshot = 20, gcRequest = 21
+        // Between accounts: a conversation's ops or receipts.
+        case delivery = 32
     }
 
     /// Bodies at least this long are deflated if that saves a tenth or more.
@@ -54,6 +59,16 @@ public enum FrameCodec {
             type = .snapshot
             body.appendVarint(snapshot.generation)
             body.append(snapshot.sealed)
+        case .delivery(let delivery):
+            type = .delivery
+            body.appendString(delivery.conversation)
+            body.append(delivery.isAnswer ? 1 : 0)
+            var records = RecordWriter()
+            var list = ByteWriter()
+            records.append(delivery.records.map { .message($0) }, into: &list)
+            body.appendVarint(UInt64(records.devices.count))
+            for device in records.devices { body.append(device.bytes) }
+            body.append(list.bytes)
         }
         var output = ByteWriter(capacity: body.bytes.count + 8)
         output.append(formatVersion)
@@ -111,6 +126,7 @@ public enum FrameCodec {
         case .snapshot:
             let generation = try reader.readVarint("snapshot generation")
             frame = .snapshot(SealedSnapshot(generation: generation, sealed: Array(try reader.readBytes(reader.remaining, "sealed snapshot"))))
+        case .delivery: frame = .delivery(try decodeDelivery(&reader))
         case nil:
             throw CodecError(.valueOutOfRange, "unknown frame type \(rawType)")
         }
@@ -135,6 +151,27 @@ public enum FrameCodec {
         let generation = try reader.readVarint("barrier generation")
         guard generation > 0 else { throw CodecError(.valueOutOfRange, "a barrier round moves to generation 1 or above, not 0") }
         return BarrierProposal(round: round, digest: digest, generation: generation)
+    }
+
+    // MARK: - Delivery
+
+    static func decodeDelivery(_ reader: inout ByteReader) throws -> Delivery {
+        let conversation = try reader.readString("conversation", maximumBytes: Limits.maximumNamespaceNameLength)
+        guard !conversation.isEmpty else { throw CodecError(.valueOutOfRange, "a delivery names no conversation") }
+        let flags = try reader.readByte("delivery flags")
+        guard flags & ~1 == 0 else { throw CodecError(.notCanonical, "delivery flags \(flags) has unknown bits") }
+        let deviceCount = try reader.readItemCount("devices", maximum: WireLimits.maximumDevices)
+        var devices: [DeviceID] = []
+        for index in 0..<deviceCount {
+            devices.append(try DeviceID(bytes: try reader.readBytes(DeviceID.byteCount, "device \(index)")))
+        }
+        guard Set(devices).count == devices.count else { throw CodecError(.notCanonical, "a device is named twice in one frame") }
+        var records = RecordReader(devices: devices)
+        let messages = try records.records(of: .messages, &reader).map { record in
+            guard case .message(let message) = record else { throw CodecError(.valueOutOfRange, "a delivery carries message records only") }
+            return message
+        }
+        return Delivery(conversation: conversation, records: messages, isAnswer: flags == 1)
     }
 
     // MARK: - Advertisement

@@ -132,16 +132,24 @@ struct ParseState {
     var namespaces: [String: ScenarioKind] = [:]
     var hasFleet = false
     var backups: Set<String> = []
+    /// Contact accounts (`contact NAME D1 D2`), each device of one, and each
+    /// contact's conversations (`conversation NS with NAME`).
+    var contacts: Set<String> = []
+    var contactOf: [String: String] = [:]
+    var conversations: [String: Set<String>] = [:]
 
     init(file: String) { self.file = file }
 
     /// Every statement keyword, for suggestions.
     static let keywords = [
         "fleet", "namespace", "join", "revoke", "offline", "online", "partition", "heal", "network", "sync", "advance", "gc",
-        "backup", "restore", "crash", "anchor", "skew", "storage", "expect",
+        "backup", "restore", "crash", "anchor", "skew", "storage", "expect", "contact", "conversation",
     ]
     /// Every word that can follow `expect D` or `expect`, for suggestions.
-    static let expectWords = ["converged", "resurrections", "lost-writes", "all", "tombstones", "generation", "status", "gc", "conflict", "stored", "message", "refused", "storage", "anchor"]
+    static let expectWords = [
+        "converged", "resurrections", "lost-writes", "all", "tombstones", "generation", "status", "gc", "conflict", "stored", "message", "refused", "storage", "anchor",
+        "delivered", "outbox",
+    ]
 
     mutating func statement(_ tokens: [Token]) throws -> Statement {
         let words = tokens.map(\.text)
@@ -235,6 +243,34 @@ struct ParseState {
             try device(words[1])
             guard words[2] == "fail", let fault = StorageFault(rawValue: words[3]) else { throw Message("write: \(form)") }
             return .storageFault(device: words[1], fault, afterSteps: words.count == 6 ? try number(words[5]) : 0)
+        case "contact":
+            // Added: another account with its own devices, roster and key.
+            guard words.count >= 3 else { throw Message("contact needs a name and at least one device: contact NAME D1 D2 ...") }
+            try checkName(words[1], "contact")
+            guard !contacts.contains(words[1]) else { throw Message("contact \(words[1]) is declared twice") }
+            for name in words.dropFirst(2) {
+                try checkName(name, "device")
+                guard devices.insert(name).inserted else { throw Message("device \(name) is named twice") }
+                contactOf[name] = words[1]
+            }
+            contacts.insert(words[1])
+            return .contact(name: words[1], devices: Array(words.dropFirst(2)))
+        case "conversation":
+            // Added: a messages namespace bound to a contact on both sides.
+            guard words.count == 4, words[2] == "with" else { throw Message("write: conversation NS with NAME") }
+            try checkName(words[1], "namespace")
+            guard contacts.contains(words[3]) else {
+                throw Message("unknown contact \(words[3])" + Spelling.hint(words[3], in: contacts) + "; declare it with contact NAME D1 D2 first")
+            }
+            if let kind = namespaces[words[1]], kind != .messages {
+                throw Message("namespace \(words[1]) is \(kind.rawValue); a conversation is a messages namespace")
+            }
+            guard !conversations.values.contains(where: { $0.contains(words[1]) }) else {
+                throw Message("\(words[1]) is a conversation already; a conversation keeps its contact for life")
+            }
+            namespaces[words[1]] = .messages
+            conversations[words[3], default: []].insert(words[1])
+            return .conversation(namespace: words[1], contact: words[3])
         case "expect":
             return .expect(try expectation(tokens))
         case "hub", "client":
@@ -252,6 +288,15 @@ struct ParseState {
         let words = tokens.map(\.text)
         let name = words[0]
         guard words.count >= 2 else { throw Message("what should \(name) do? put, delete, append, bury, post, edit, unsend, react or unreact") }
+        if let contact = contactOf[name] {
+            // A contact's device holds its conversations with this account and nothing else.
+            guard ["post", "edit", "unsend", "react", "unreact"].contains(words[1]) else {
+                throw Message("\(name) is a device of contact \(contact): it posts, edits, unsends, reacts and unreacts in a conversation")
+            }
+            guard words.count >= 3, conversations[contact, default: []].contains(words[2]) else {
+                throw Message("\(words.count >= 3 ? words[2] : "that") is no conversation with \(contact); declare it with conversation NS with \(contact)")
+            }
+        }
         switch words[1] {
         case "put":
             try arity(words, 5, "D put NS KEY VALUE")
@@ -394,6 +439,16 @@ struct ParseState {
             try arity(words, 6, "expect D stored NS GROUP N")
             try namespace(words[3], kinds: [.log])
             return .stored(device: name, namespace: words[3], group: words[4], count: try number(words[5]))
+        case "delivered":
+            // Added: a receipt from the contact marks the message delivered on D.
+            try arity(words, 5, "expect D delivered NS MSG")
+            try conversation(words[3])
+            return .delivered(device: name, namespace: words[3], message: words[4])
+        case "outbox":
+            // Added: N messages of the conversation still owe the contact a delivery on D.
+            try arity(words, 5, "expect D outbox NS N")
+            try conversation(words[3])
+            return .outbox(device: name, namespace: words[3], count: try number(words[4]))
         case "message":
             guard words.count >= 6 else { throw Message("write: expect D message NS MSG = TEXT, deleted or absent") }
             try namespace(words[3], kinds: [.messages])
@@ -438,6 +493,12 @@ struct ParseState {
 
     private func device(_ name: String) throws {
         guard devices.contains(name) else { throw Message("unknown device \(name)" + Spelling.hint(name, in: devices) + "; declare it with fleet or join first") }
+    }
+
+    private func conversation(_ name: String) throws {
+        guard conversations.values.contains(where: { $0.contains(name) }) else {
+            throw Message("\(name) is no conversation" + Spelling.hint(name, in: conversations.values.flatMap { $0 }) + "; declare it with conversation NS with NAME first")
+        }
     }
 
     private func namespace(_ name: String, kinds: [ScenarioKind]) throws {

@@ -66,6 +66,10 @@ public final class ScenarioRunner {
             try simulation.addDevice(name)
         case .revoke(let name):
             try simulation.revoke(name)
+        case let .contact(name, devices):
+            try simulation.addContact(name, devices: devices)
+        case let .conversation(namespace, contact):
+            try simulation.addConversation(namespace, with: contact)
         case let .operation(device, operation):
             try perform(device, operation)
         case .offline(let names):
@@ -243,6 +247,14 @@ public final class ScenarioRunner {
                     expected: "\(device)'s account keys \(readable ? "open" : "do not open") the anchor",
                     found: opens ? "they open it" : "they do not (or there is no anchor)")
             }
+        case let .delivered(device, namespace, message):
+            guard let row = try replica(device).messages(namespace).message(message) else {
+                throw Failure(expected: "\(device) holds message \(message) delivered", found: "it does not hold \(message)")
+            }
+            guard row.isDelivered else { throw Failure(expected: "\(message) delivered on \(device)", found: "no receipt for its post on \(device)") }
+        case let .outbox(device, namespace, count):
+            let found = try replica(device).messages(namespace).outboxCount()
+            guard found == count else { throw Failure(expected: "\(count) messages owing a delivery on \(device)", found: "\(found)") }
         case let .storageFailed(device, count):
             guard let found = simulation.device(device)?.storageFaultsFired else { throw Failure(expected: "device \(device)", found: "not in this simulation") }
             guard found == count else { throw Failure(expected: "\(count) storage faults fired on \(device)", found: "\(found)") }

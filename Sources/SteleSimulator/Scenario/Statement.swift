@@ -27,6 +27,10 @@ public enum Statement: Sendable, Equatable {
     /// Added: makes one of a device's next storage steps fail: the next one
     /// (`storage D fail full`) or the one after N more (`storage D fail ioerr after 5`).
     case storageFault(device: String, StorageFault, afterSteps: Int)
+    /// Added: another account with its own devices (`contact NAME D1 D2`).
+    case contact(name: String, devices: [String])
+    /// Added: a messages namespace bound to a contact on both sides (`conversation NS with NAME`).
+    case conversation(namespace: String, contact: String)
     // Expectations
     case expect(Expectation)
 
@@ -82,6 +86,10 @@ public enum Expectation: Sendable, Equatable {
     case anchorReadable(device: String, readable: Bool)
     /// Added: `expect D storage failed N`, N forced storage faults fired on D's store.
     case storageFailed(device: String, count: Int)
+    /// Added: `expect D delivered NS MSG`, a contact's receipt marks the message delivered on D.
+    case delivered(device: String, namespace: String, message: String)
+    /// Added: `expect D outbox NS N`, N messages of the conversation still owe a delivery on D.
+    case outbox(device: String, namespace: String, count: Int)
     case converged
     case resurrections(Int)
     case lostWrites(Int)

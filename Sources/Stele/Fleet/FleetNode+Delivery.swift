@@ -1,0 +1,306 @@
+/// A contact's devices as this device knows them: read from the directory and
+/// verified like the account's own roster (``Roster``), then handed to
+/// ``FleetNode/updateContacts(_:)``.
+public struct ContactRoster: Sendable, Equatable {
+    public let account: AccountID
+    public let members: Set<DeviceID>
+    /// Devices taken off the contact's roster: their frames are refused by name.
+    public let revoked: Set<DeviceID>
+
+    public init(account: AccountID, members: Set<DeviceID>, revoked: Set<DeviceID> = []) {
+        self.account = account
+        self.members = members
+        self.revoked = revoked
+    }
+
+    /// The members and revocations of a verified roster.
+    public init(_ roster: Roster) {
+        self.init(account: roster.account, members: roster.members, revoked: roster.revoked)
+    }
+}
+
+/// Where this device's deliveries to contacts stand.
+///
+/// The gate (issue 7: "an unsent-for-everyone message that was never delivered
+/// is never delivered afterwards by any of your devices, even one that was
+/// offline when you deleted it"). The duty is derived from the folded ops
+/// (000 §6 "reconcileOutboxDuty"), so a delete cancels it on every device the
+/// delete reaches; a device that has not heard of the delete yet still owes the
+/// message. So a device delivers at once only what no sibling can have deleted:
+/// a message it posted after it last let message records out to a sibling (a
+/// reconcile reply, a snapshot, an anchor), and whatever carries no text (a
+/// recall, a reaction, a receipt). Posts and edits of any other message wait
+/// until this device has found its conversation
+/// equal to a sibling's after the wait began, and then a moment more
+/// (``FleetConfiguration/deliverySettleMilliseconds``) in which every sibling
+/// heard from lately still holds what it holds: a sibling that came back at the
+/// same moment as the one agreeing may be the one bringing the delete. By then
+/// the delete has arrived from any sibling that holds it and can talk, and the
+/// duty is recomputed from the fold. A sibling that deleted and has not synced
+/// with anyone since, while every sibling this device can reach has not heard
+/// of it, cannot be waited for without a device that is always reachable (the
+/// hub, later): README "Conversations" states it.
+struct DeliveryState {
+    /// This device's hybrid clock when it last let a conversation's records out
+    /// to a sibling, per conversation; a message it posted later exists nowhere else.
+    var sharedThrough: [String: Int64] = [:]
+    /// The same for every conversation at once (the start, a snapshot, an anchor):
+    /// before the node starts, everything counts as shared.
+    var floor: Int64 = .max
+    /// Times a sibling's advertisement showed the conversation's root equal to this device's.
+    var agreements: [String: UInt64] = [:]
+    /// Conversations whose older ops wait for an agreement: the count when the wait began.
+    var waiting: [String: UInt64] = [:]
+    /// When (this device's wall clock) the latest agreement on each conversation was seen.
+    var agreedAt: [String: Int64] = [:]
+    /// When each sibling's latest advertisement arrived (the advertisement is ``BarrierState/heard``).
+    var heardAt: [DeviceID: Int64] = [:]
+
+    func shared(_ conversation: String) -> Int64 {
+        max(sharedThrough[conversation] ?? floor, floor)
+    }
+}
+
+extension FleetNode {
+    /// The most messages one delivery frame carries.
+    static let recordsPerDelivery = 256
+
+    /// Replaces the contacts this device talks to (each contact's roster, read
+    /// from the directory and verified like the account's own). Frames from a
+    /// contact's device are opened with the contact channel; ops the
+    /// conversations owe a contact are delivered to every device on its roster.
+    @discardableResult
+    public mutating func updateContacts(_ rosters: [ContactRoster]) -> [FleetOutput] {
+        contacts = Dictionary(rosters.filter { $0.account != replica.account }.map { ($0.account, $0) }, uniquingKeysWith: { _, last in last })
+        if let identity = channel?.identity {
+            var channels: [AccountID: SiblingChannel] = [:]
+            for (account, roster) in contacts {
+                var contactChannel =
+                    contactChannels[account]
+                    ?? .contact(identity: identity, account: replica.account, contact: account, members: roster.members, revoked: roster.revoked)
+                contactChannel.update(members: roster.members, revoked: roster.revoked)
+                channels[account] = contactChannel
+            }
+            contactChannels = channels
+        }
+        return seal(attemptDeliveries())
+    }
+
+    /// The contact whose roster holds `device`.
+    func contactAccount(of device: DeviceID) -> AccountID? {
+        contacts.first { $0.value.members.contains(device) }?.key
+    }
+
+    /// Opens sealed bytes no sibling sealed with each contact's channel.
+    /// - Returns: the contact, the sending device and the frame, or why nothing opened
+    ///   (``SealError/unknownSender`` when no contact's device sealed it either).
+    mutating func openFromContact(_ bytes: [UInt8]) -> Result<(account: AccountID, sender: DeviceID, frame: [UInt8]), SealError> {
+        var failure = SealError.unknownSender
+        for account in contactChannels.keys.sorted(by: { $0.bytes.lexicographicallyPrecedes($1.bytes) }) {
+            guard var contactChannel = contactChannels[account] else { continue }
+            defer { contactChannels[account] = contactChannel }
+            do {
+                let opened = try contactChannel.open(bytes)
+                return .success((account, opened.sender, opened.frame))
+            } catch {
+                if error != .unknownSender { failure = error }
+            }
+        }
+        return .failure(failure)
+    }
+
+    /// Raises what counts as shared with siblings: one conversation (`nil`: all of them).
+    mutating func noteShared(_ conversation: String?) {
+        let now = Int64(bitPattern: replica.hybridClock.last.rawValue)
+        if let conversation {
+            delivery.sharedThrough[conversation] = now
+        } else {
+            delivery.floor = now
+            delivery.sharedThrough.removeAll()
+        }
+    }
+
+    /// A sibling's advertisement showed `conversation` equal here: what waited
+    /// for that may go once the moment to settle has passed.
+    mutating func agreed(on conversation: String) -> Bool {
+        delivery.agreements[conversation, default: 0] += 1
+        delivery.agreedAt[conversation] = replica.clock.nowMilliseconds()
+        return delivery.waiting[conversation] != nil
+    }
+
+    /// Whether what waits in `conversation` may go: a sibling agreed after the
+    /// wait began, at least the settling moment ago, and every sibling heard
+    /// from within two advertisement intervals last advertised what this device holds.
+    func mayRelease(_ conversation: String) -> Bool {
+        guard let since = delivery.waiting[conversation], delivery.agreements[conversation, default: 0] > since,
+            let agreedAt = delivery.agreedAt[conversation]
+        else { return false }
+        let now = replica.clock.nowMilliseconds()
+        guard now - agreedAt >= configuration.deliverySettleMilliseconds, let mine = try? replica.digest(of: conversation) else { return false }
+        let lately = 2 * configuration.advertiseIntervalMilliseconds
+        for (peer, advertisement) in barrier.heard where peer != replica.device && roster.contains(peer) {
+            guard let heardAt = delivery.heardAt[peer], now - heardAt <= lately else { continue }
+            guard advertisement.generation == replica.generation, advertisement.roots.first(where: { $0.namespace == conversation })?.digest == mine else {
+                return false
+            }
+        }
+        return true
+    }
+
+    // MARK: - Sending
+
+    /// Sends what every conversation owes its contact to each of the contact's
+    /// devices, held back by the gate (``DeliveryState``), and arms the retry
+    /// while anything is still owed.
+    mutating func attemptDeliveries() -> [FleetOutput] {
+        guard !contacts.isEmpty else { return [] }
+        let conversations: [(name: String, contact: AccountID)]
+        do {
+            conversations = try replica.conversations()
+        } catch {
+            return [.log(FleetEvent(kind: .rejectedRecords, peer: nil, namespace: nil, message: "could not read the conversations: \(error)"))]
+        }
+        var outputs: [FleetOutput] = []
+        var owesAny = false
+        var prompt = false
+        for (name, contact) in conversations {
+            guard let roster = contacts[contact], !roster.members.isEmpty else { continue }
+            let owed: [MessageRecord]
+            do {
+                owed = try replica.messages(name).outbox()
+            } catch {
+                outputs.append(.log(FleetEvent(kind: .rejectedRecords, peer: nil, namespace: name, message: "could not read the outbox: \(error)")))
+                continue
+            }
+            guard !owed.isEmpty else {
+                delivery.waiting[name] = nil
+                continue
+            }
+            owesAny = true
+            var now: [MessageRecord] = []
+            var later: [MessageRecord] = []
+            for record in owed {
+                let (immediate, gated) = split(record, shared: delivery.shared(name))
+                if let immediate { now.append(immediate) }
+                if let gated { later.append(gated) }
+            }
+            if !later.isEmpty {
+                if mayRelease(name) {
+                    now = Self.merge(now, later)
+                    delivery.waiting[name] = nil
+                } else if delivery.waiting[name] == nil {
+                    delivery.waiting[name] = delivery.agreements[name, default: 0]
+                    prompt = true
+                    outputs.append(
+                        .log(FleetEvent(
+                            kind: .deliveryWaits, peer: nil, namespace: name,
+                            message: "\(later.count) messages a sibling may hold wait until this device agrees with a sibling (a delete may be on its way)")))
+                }
+            }
+            guard !now.isEmpty else { continue }
+            var start = 0
+            while start < now.count {
+                let chunk = Array(now[start..<min(start + Self.recordsPerDelivery, now.count)])
+                start += chunk.count
+                let bytes = FrameCodec.encode(.delivery(Delivery(conversation: name, records: chunk)))
+                outputs += roster.members.sorted().map { .send(to: $0, bytes: bytes) }
+            }
+            let ops = now.reduce(0) { $0 + $1.ops.count }
+            outputs.append(
+                .log(FleetEvent(
+                    kind: .delivered, peer: nil, namespace: name,
+                    message: "\(ops) ops of \(now.count) messages sent to the \(roster.members.count) devices of account \(contact)")))
+        }
+        if prompt { outputs += advertiseToAll() }
+        if owesAny { outputs.append(.arm(.outbox, afterMilliseconds: configuration.deliveryRetryMilliseconds)) }
+        return outputs
+    }
+
+    /// Splits what a message owes into what may go at once and what waits
+    /// (``DeliveryState``): all of it goes when this device posted it after it
+    /// last let records out (or has no sibling); otherwise what carries none of
+    /// its text (a recall, reactions, receipts) goes, and posts and edits wait.
+    private func split(_ record: MessageRecord, shared: Int64) -> (now: MessageRecord?, later: MessageRecord?) {
+        let isPrivate = peers.isEmpty
+            || record.ops.contains { op in
+                if case .post = op.action { op.writer == replica.device && op.time > shared } else { false }
+            }
+        if isPrivate { return (record, nil) }
+        let carriesNoText = { (op: MessageOp) in
+            switch op.action {
+            case .delete, .receipt, .react, .unreact: true
+            case .post, .edit: false
+            }
+        }
+        let recalls = record.ops.filter(carriesNoText)
+        let rest = record.ops.filter { !carriesNoText($0) }
+        return (
+            recalls.isEmpty ? nil : MessageRecord(message: record.message, ops: recalls),
+            rest.isEmpty ? nil : MessageRecord(message: record.message, ops: rest)
+        )
+    }
+
+    /// Two lists of records with the ops of one message joined, in id order.
+    private static func merge(_ first: [MessageRecord], _ second: [MessageRecord]) -> [MessageRecord] {
+        var ops: [String: [MessageOp]] = [:]
+        for record in first + second { ops[record.message, default: []] += record.ops }
+        return ops.map { MessageRecord(message: $0.key, ops: $0.value.sorted { $0.id < $1.id }) }
+            .sorted { Array($0.message.utf8).lexicographicallyPrecedes(Array($1.message.utf8)) }
+    }
+
+    // MARK: - Receiving
+
+    /// A frame from a contact's device: only a delivery is accepted; its ops go
+    /// into the conversation of that name with that contact, and the receipts
+    /// go back to the sender.
+    mutating func receive(contactFrame bytes: [UInt8], from sender: DeviceID, account: AccountID) -> [FleetOutput] {
+        let frame: Frame
+        do {
+            frame = try FrameCodec.decode(bytes)
+        } catch {
+            return logOnce(.rejectedFrame, peer: sender, namespace: nil, "\(error)")
+        }
+        guard case .delivery(let delivery) = frame else {
+            return logOnce(.rejectedFrame, peer: sender, namespace: nil, "a contact's device sent a frame other than a delivery; refused")
+        }
+        let name = delivery.conversation
+        let conversation: MessageNamespace
+        do {
+            guard try replica.conversations().contains(where: { $0.name == name && $0.contact == account }) else {
+                return logOnce(
+                    .undeclaredNamespace, peer: sender, namespace: name,
+                    "a delivery for a conversation this device does not hold with account \(account); open it with conversation(_:with:) to take it in")
+            }
+            conversation = try replica.messages(name)
+        } catch {
+            return [.log(FleetEvent(kind: .rejectedRecords, peer: sender, namespace: name, message: "could not open the conversation: \(error)"))]
+        }
+        guard !isHoldingRecords else {
+            // The contact delivers again until it hears a receipt.
+            return logOnce(.reconcileHeld, peer: sender, namespace: name, "a barrier round is open; a contact's delivery waits for its next try")
+        }
+        var outputs = withdrawOutstandingAck()
+        var receipts: [MessageRecord] = []
+        var taken = 0
+        for record in delivery.records {
+            do {
+                let answer = try conversation.receive(record, from: account, isAnswer: delivery.isAnswer)
+                taken += 1
+                if !answer.ops.isEmpty { receipts.append(answer) }
+            } catch {
+                outputs.append(.log(FleetEvent(kind: .rejectedRecords, peer: sender, namespace: name, message: "message \(record.message) refused: \(error)")))
+            }
+        }
+        guard taken > 0 else { return outputs }
+        // Receipts answering unkept ones change nothing here; anything kept is news for the siblings.
+        outputs += noteChange()
+        if !receipts.isEmpty {
+            outputs.append(.send(to: sender, bytes: FrameCodec.encode(.delivery(Delivery(conversation: name, records: receipts, isAnswer: true)))))
+        }
+        outputs.append(
+            .log(FleetEvent(
+                kind: .deliveryReceived, peer: sender, namespace: name,
+                message: "\(taken) messages taken in from account \(account), \(receipts.count) receipted")))
+        return outputs
+    }
+}

@@ -1,0 +1,322 @@
+import Testing
+import TestSupport
+@testable import Stele
+
+/// Deliveries between accounts, node against node: what goes at once, what
+/// waits for an agreement with a sibling (the gate), receipts, and every frame
+/// a contact's device may not send.
+@Suite struct DeliveryTests {
+    static let ana = Fixtures.account(1)
+    static let bob = Fixtures.account(2)
+
+    /// Ana's phone and laptop, and Bob's phone; each with a conversation "chat".
+    struct World {
+        /// The phone's wall clock: the settling moment after an agreement passes on it.
+        let clock: ManualWallClock
+        let phone: Replica
+        let laptop: Replica
+        let bobPhone: Replica
+        var phoneNode: FleetNode
+        var bobNode: FleetNode
+        var chat: MessageNamespace { get throws { try phone.messages("chat") } }
+        var laptopChat: MessageNamespace { get throws { try laptop.messages("chat") } }
+    }
+
+    /// - Parameter siblings: whether the phone has the laptop as a sibling.
+    static func world(siblings: Bool = true) throws -> World {
+        let clock = ManualWallClock()
+        let phone = try Fixtures.memoryReplica(account: ana, device: Fixtures.device(11), clock: clock)
+        let laptop = try Fixtures.memoryReplica(account: ana, device: Fixtures.device(12))
+        let bobPhone = try Fixtures.memoryReplica(account: bob, device: Fixtures.device(21))
+        for replica in [phone, laptop] { _ = try replica.conversation("chat", with: bob) }
+        _ = try bobPhone.conversation("chat", with: ana)
+        var phoneNode = FleetNode(unsealed: phone, roster: siblings ? [phone.device, laptop.device] : [phone.device], random: SeededGenerator(seed: 1))
+        var bobNode = FleetNode(unsealed: bobPhone, roster: [bobPhone.device], random: SeededGenerator(seed: 2))
+        phoneNode.updateContacts([ContactRoster(account: bob, members: [bobPhone.device])])
+        bobNode.updateContacts([ContactRoster(account: ana, members: [phone.device, laptop.device])])
+        return World(clock: clock, phone: phone, laptop: laptop, bobPhone: bobPhone, phoneNode: phoneNode, bobNode: bobNode)
+    }
+
+    /// The laptop's advertisement reaches the phone; the settling moment passes; the phone tries again.
+    static func agreeAndSettle(_ world: inout World) throws -> [FleetOutput] {
+        let agreed = world.phoneNode.handle(try advertisement(of: world.laptop))
+        let settle = FleetConfiguration().deliverySettleMilliseconds
+        #expect(agreed.contains(.arm(.outbox, afterMilliseconds: settle)))
+        #expect(deliveries(agreed).isEmpty)
+        // Before the moment has passed, nothing goes.
+        #expect(deliveries(world.phoneNode.handle(.timer(.outbox))).isEmpty)
+        world.clock.advance(byMilliseconds: settle)
+        return world.phoneNode.handle(.timer(.outbox))
+    }
+
+    /// The deliveries among `outputs`, by recipient.
+    static func deliveries(_ outputs: [FleetOutput]) -> [(to: DeviceID, delivery: Delivery)] {
+        outputs.compactMap { output in
+            guard case let .send(to, bytes) = output, case .delivery(let delivery)? = try? FrameCodec.decode(bytes) else { return nil }
+            return (to, delivery)
+        }
+    }
+
+    static func kinds(_ outputs: [FleetOutput]) -> [FleetEvent.Kind] {
+        FleetNodeTests.logs(outputs).map(\.kind)
+    }
+
+    /// The laptop's advertisement, as the phone receives it.
+    static func advertisement(of replica: Replica) throws -> FleetInput {
+        let node = FleetNode(unsealed: replica, roster: [replica.device], random: SeededGenerator(seed: 9))
+        return .frame(from: replica.device, bytes: FrameCodec.encode(.advertisement(try node.advertisement())))
+    }
+
+    /// Every record of the laptop's conversation applied to the phone's, as a reconcile would.
+    static func sync(_ from: Replica, into to: Replica) throws {
+        let source = try NamespaceSync(replica: from, declaration: try from.declaration(of: "chat"))
+        try NamespaceSync(replica: to, declaration: try to.declaration(of: "chat")).apply(try source.records(from: [], below: nil))
+    }
+
+    @Test func aMessagePostedSinceTheLastShareGoesAtOnceAndTheReceiptEmptiesTheOutbox() throws {
+        var world = try Self.world()
+        _ = world.phoneNode.handle(.start)
+        _ = world.bobNode.handle(.start)
+        try world.chat.post("m1", body: "hello".bytes, author: "ana")
+        _ = world.phoneNode.handle(.localChange)
+        let sent = world.phoneNode.handle(.timer(.changeDebounce))
+        let deliveries = Self.deliveries(sent)
+        #expect(deliveries.map(\.to) == [world.bobPhone.device])
+        #expect(deliveries.first?.delivery.records.map(\.message) == ["m1"])
+        #expect(Self.kinds(sent).contains(.delivered))
+        // The retry is armed while anything is owed.
+        #expect(sent.contains(.arm(.outbox, afterMilliseconds: FleetConfiguration().deliveryRetryMilliseconds)))
+
+        let bytes = try #require(sent.compactMap { if case let .send(to, bytes) = $0, to == world.bobPhone.device { bytes } else { nil } }.first)
+        let answered = world.bobNode.handle(.frame(from: world.phone.device, bytes: bytes))
+        #expect(try world.bobPhone.messages("chat").message("m1")?.body == "hello".bytes)
+        #expect(Self.kinds(answered).contains(.deliveryReceived))
+        let receipts = Self.deliveries(answered)
+        #expect(receipts.map(\.to) == [world.phone.device])
+        #expect(receipts.first?.delivery.records.first?.ops.allSatisfy { if case .receipt = $0.action { true } else { false } } == true)
+
+        let receiptBytes = try #require(answered.compactMap { if case let .send(_, bytes) = $0 { bytes } else { nil } }.first)
+        let settled = world.phoneNode.handle(.frame(from: world.bobPhone.device, bytes: receiptBytes))
+        #expect(try world.chat.message("m1")?.isDelivered == true)
+        #expect(try world.chat.outboxCount() == 0)
+        // A receipt is acknowledged (an answer), and the acknowledgement is not answered:
+        // it empties Bob's outbox, which held his receipt until then.
+        let acknowledgements = Self.deliveries(settled)
+        #expect(acknowledgements.map(\.to) == [world.bobPhone.device])
+        #expect(acknowledgements.first?.delivery.isAnswer == true)
+        #expect(try world.bobPhone.messages("chat").outboxCount() == 1)
+        let last = world.bobNode.handle(.frame(from: world.phone.device, bytes: FrameCodec.encode(.delivery(try #require(acknowledgements.first?.delivery)))))
+        #expect(Self.deliveries(last).isEmpty)
+        #expect(try world.bobPhone.messages("chat").outboxCount() == 0)
+        // Nothing owed: the retry finds nothing to send and is not armed again.
+        let retry = world.phoneNode.handle(.timer(.outbox))
+        #expect(Self.deliveries(retry).isEmpty)
+        #expect(!retry.contains(.arm(.outbox, afterMilliseconds: FleetConfiguration().deliveryRetryMilliseconds)))
+    }
+
+    @Test func aDeliveryThatCameTwiceIsReceiptedOnceAndAnsweredWithTheSameReceipts() throws {
+        var world = try Self.world(siblings: false)
+        try world.chat.post("m1", body: "hello".bytes, author: "ana")
+        _ = world.phoneNode.handle(.start)
+        let bytes = FrameCodec.encode(.delivery(Delivery(conversation: "chat", records: try world.chat.outbox())))
+        let first = Self.deliveries(world.bobNode.handle(.frame(from: world.phone.device, bytes: bytes)))
+        let second = Self.deliveries(world.bobNode.handle(.frame(from: world.phone.device, bytes: bytes)))
+        #expect(first.map(\.delivery) == second.map(\.delivery))
+        #expect(try world.bobPhone.messages("chat").ops(of: "m1").count == 2)
+    }
+
+    @Test func aDeviceWithNoSiblingDeliversEverythingAtOnce() throws {
+        var world = try Self.world(siblings: false)
+        // Written before the node started: with a sibling it would wait.
+        try world.chat.post("m1", body: "hello".bytes, author: "ana")
+        let started = world.phoneNode.handle(.start)
+        #expect(Self.deliveries(started).first?.delivery.records.map(\.message) == ["m1"])
+        #expect(!Self.kinds(started).contains(.deliveryWaits))
+    }
+
+    /// The gate in both orders: the laptop's delete reaches the phone before
+    /// the agreement (nothing is delivered), or the agreement comes first with
+    /// no delete anywhere (the message goes then, and not before).
+    @Test(arguments: [true, false])
+    func aMessageASiblingHoldsWaitsForAnAgreementAndADeleteThatArrivesFirstCancelsIt(deleteFirst: Bool) throws {
+        var world = try Self.world()
+        _ = world.phoneNode.handle(.start)
+        // The laptop posts; the phone takes it in by reconcile: both hold it.
+        try world.laptopChat.post("m1", body: "meet at nine".bytes, author: "ana")
+        try Self.sync(world.laptop, into: world.phone)
+        _ = world.phoneNode.handle(.localChange)
+        let waiting = world.phoneNode.handle(.timer(.changeDebounce))
+        #expect(Self.deliveries(waiting).isEmpty)
+        #expect(Self.kinds(waiting).contains(.deliveryWaits))
+        #expect(try world.chat.outboxCount() == 1)
+        // An advertisement that differs is no agreement.
+        try world.laptopChat.edit("m1", body: "meet at ten".bytes)
+        #expect(Self.deliveries(world.phoneNode.handle(try Self.advertisement(of: world.laptop))).isEmpty)
+        try Self.sync(world.laptop, into: world.phone)
+
+        if deleteFirst {
+            try world.laptopChat.unsend("m1", scope: .everyone)
+            try Self.sync(world.laptop, into: world.phone)
+            #expect(try world.chat.outboxCount() == 0)
+            #expect(Self.deliveries(try Self.agreeAndSettle(&world)).isEmpty)
+        } else {
+            let sent = Self.deliveries(try Self.agreeAndSettle(&world))
+            #expect(sent.map(\.to) == [world.bobPhone.device])
+            #expect(sent.first?.delivery.records.first?.ops.count == 2)
+            // The next try waits for an agreement of its own.
+            let retry = world.phoneNode.handle(.timer(.outbox))
+            #expect(Self.deliveries(retry).isEmpty)
+            #expect(Self.kinds(retry).contains(.deliveryWaits))
+        }
+    }
+
+    @Test func aMessageThatLeftForASiblingByReconcileWaitsLikeOneASiblingWrote() throws {
+        var world = try Self.world()
+        var laptopNode = FleetNode(unsealed: world.laptop, roster: [world.phone.device, world.laptop.device], random: SeededGenerator(seed: 3))
+        _ = world.phoneNode.handle(.start)
+        _ = laptopNode.handle(.start)
+        try world.chat.post("m1", body: "x".bytes, author: "ana")
+        // The phone's advertisement starts a reconcile on the laptop; frames go back
+        // and forth until neither has anything to say.
+        var inFlight: [(to: DeviceID, bytes: [UInt8])] = [(world.laptop.device, FrameCodec.encode(.advertisement(try world.phoneNode.advertisement())))]
+        while !inFlight.isEmpty {
+            let (to, bytes) = inFlight.removeFirst()
+            let outputs = to == world.laptop.device
+                ? laptopNode.handle(.frame(from: world.phone.device, bytes: bytes)) : world.phoneNode.handle(.frame(from: world.laptop.device, bytes: bytes))
+            for case let .send(recipient, frame) in outputs where recipient == world.phone.device || recipient == world.laptop.device {
+                inFlight.append((recipient, frame))
+            }
+        }
+        #expect(try world.laptopChat.message("m1")?.body == "x".bytes)
+        _ = world.phoneNode.handle(.localChange)
+        let outputs = world.phoneNode.handle(.timer(.changeDebounce))
+        #expect(Self.deliveries(outputs).isEmpty)
+        #expect(Self.kinds(outputs).contains(.deliveryWaits))
+    }
+
+    @Test func anAgreementBeforeTheWaitBeganDoesNotReleaseIt() throws {
+        var world = try Self.world()
+        _ = world.phoneNode.handle(.start)
+        // Agreed while nothing was owed.
+        _ = world.phoneNode.handle(try Self.advertisement(of: world.laptop))
+        try world.laptopChat.post("m1", body: "x".bytes, author: "ana")
+        try Self.sync(world.laptop, into: world.phone)
+        _ = world.phoneNode.handle(.localChange)
+        #expect(Self.deliveries(world.phoneNode.handle(.timer(.changeDebounce))).isEmpty)
+        #expect(Self.deliveries(world.phoneNode.handle(.timer(.outbox))).isEmpty)
+        #expect(!Self.deliveries(try Self.agreeAndSettle(&world)).isEmpty)
+    }
+
+    /// An agreement with one sibling does not release the wait while another
+    /// sibling heard from lately holds something else: it may be bringing the delete.
+    @Test func aSiblingHeardFromLatelyThatDiffersHoldsTheWait() throws {
+        var world = try Self.world()
+        let tablet = try Fixtures.memoryReplica(account: Self.ana, device: Fixtures.device(13))
+        _ = try tablet.conversation("chat", with: Self.bob)
+        world.phoneNode.updateRoster([world.phone.device, world.laptop.device, tablet.device])
+        _ = world.phoneNode.handle(.start)
+        try world.laptopChat.post("m1", body: "x".bytes, author: "ana")
+        try Self.sync(world.laptop, into: world.phone)
+        try Self.sync(world.laptop, into: tablet)
+        _ = world.phoneNode.handle(.localChange)
+        _ = world.phoneNode.handle(.timer(.changeDebounce))
+        // The tablet deleted it; its advertisement arrives, then the laptop's (equal).
+        try tablet.messages("chat").unsend("m1", scope: .everyone)
+        _ = world.phoneNode.handle(try Self.advertisement(of: tablet))
+        #expect(Self.deliveries(try Self.agreeAndSettle(&world)).isEmpty)
+        // The tablet's delete arrives: nothing is owed any more.
+        try Self.sync(tablet, into: world.phone)
+        #expect(try world.chat.outboxCount() == 0)
+    }
+
+    @Test func aRecallOfADeliveredMessageGoesAtOnce() throws {
+        var world = try Self.world()
+        _ = world.phoneNode.handle(.start)
+        try world.laptopChat.post("m1", body: "x".bytes, author: "ana")
+        try Self.sync(world.laptop, into: world.phone)
+        _ = world.phoneNode.handle(.localChange)
+        _ = world.phoneNode.handle(.timer(.changeDebounce))
+        let delivered = Self.deliveries(try Self.agreeAndSettle(&world))
+        let bytes = FrameCodec.encode(.delivery(try #require(delivered.first?.delivery)))
+        let receipts = try #require(Self.deliveries(world.bobNode.handle(.frame(from: world.phone.device, bytes: bytes))).first)
+        _ = world.phoneNode.handle(.frame(from: world.bobPhone.device, bytes: FrameCodec.encode(.delivery(receipts.delivery))))
+        #expect(try world.chat.message("m1")?.isDelivered == true)
+
+        try world.chat.unsend("m1", scope: .everyone)
+        _ = world.phoneNode.handle(.localChange)
+        let recall = Self.deliveries(world.phoneNode.handle(.timer(.changeDebounce)))
+        #expect(recall.first?.delivery.records.first?.ops.map(\.action) == [.delete(.everyone)])
+        _ = world.bobNode.handle(.frame(from: world.phone.device, bytes: FrameCodec.encode(.delivery(try #require(recall.first?.delivery)))))
+        #expect(try world.bobPhone.messages("chat").message("m1")?.scope == .everyone)
+        #expect(try world.bobPhone.messages("chat").storedBodyBytes(of: "m1") == 0)
+    }
+
+    /// Sealed nodes: a delivery opens with the contact channel only; a contact's
+    /// device taken off its roster is refused by name; a stranger's frame does not open.
+    @Test func sealedDeliveriesOpenOnTheContactChannelAndARevokedContactDeviceIsRefused() throws {
+        let phone = try Fixtures.memoryReplica(account: Self.ana, device: Fixtures.device(11))
+        let bobPhone = try Fixtures.memoryReplica(account: Self.bob, device: Fixtures.device(21))
+        _ = try phone.conversation("chat", with: Self.bob)
+        _ = try bobPhone.conversation("chat", with: Self.ana)
+        var phoneNode = try FleetNode(replica: phone, identity: Fixtures.identity(11), roster: [phone.device], accountKeys: [], random: SeededGenerator(seed: 1))
+        var bobNode = try FleetNode(replica: bobPhone, identity: Fixtures.identity(21), roster: [bobPhone.device], accountKeys: [], random: SeededGenerator(seed: 2))
+        _ = phoneNode.handle(.start)
+        _ = bobNode.handle(.start)
+        bobNode.updateContacts([ContactRoster(account: Self.ana, members: [phone.device])])
+        try bobPhone.messages("chat").post("b1", body: "hi".bytes, author: "ben")
+        _ = bobNode.handle(.localChange)
+        let sealed = try #require(bobNode.handle(.timer(.changeDebounce)).compactMap { output -> [UInt8]? in
+            if case let .send(to, bytes) = output, to == phone.device { bytes } else { nil }
+        }.first)
+        // Sealed: the delivery does not decode as a plain frame.
+        #expect(throws: (any Error).self) { try FrameCodec.decode(sealed) }
+        // Bob is no contact of the phone yet: the frame opens on no channel.
+        #expect(Self.kinds(phoneNode.handle(.sealed(sealed))) == [.rejectedSeal])
+        #expect(try phone.messages("chat").message("b1") == nil)
+        phoneNode.updateContacts([ContactRoster(account: Self.bob, members: [bobPhone.device])])
+        let taken = phoneNode.handle(.sealed(sealed))
+        #expect(Self.kinds(taken).contains(.deliveryReceived))
+        #expect(try phone.messages("chat").message("b1")?.body == "hi".bytes)
+        // The receipt goes back sealed, and opens on Bob's node.
+        let receipt = try #require(taken.compactMap { output -> [UInt8]? in if case let .send(_, bytes) = output { bytes } else { nil } }.first)
+        _ = bobNode.handle(.sealed(receipt))
+        #expect(try bobPhone.messages("chat").message("b1")?.isDelivered == true)
+        // Bob's phone is revoked from Bob's roster: its frames are refused by name.
+        phoneNode.updateContacts([ContactRoster(account: Self.bob, members: [], revoked: [bobPhone.device])])
+        let refused = phoneNode.handle(.sealed(sealed))
+        #expect(FleetNodeTests.logs(refused).map(\.kind) == [.unknownDevice])
+        #expect(FleetNodeTests.logs(refused).first?.peer == bobPhone.device)
+    }
+
+    @Test func everyFrameAContactMayNotSendIsRefusedAndChangesNothing() throws {
+        var world = try Self.world()
+        _ = world.bobNode.handle(.start)
+        let phone = world.phone.device
+        let before = try world.bobPhone.digest(of: "chat")
+        let stranger = try Fixtures.memoryReplica(account: Fixtures.account(3), device: Fixtures.device(31))
+        let post = MessageOp(
+            id: try MessageOpID(bytes: [UInt8](repeating: 5, count: 16)), message: "m1", time: 1, writer: phone, account: Self.ana,
+            action: .post(author: "ana", body: "x".bytes))
+        let forged = MessageOp(id: post.id, message: "m1", time: 1, writer: phone, account: Self.bob, action: post.action)
+        let cases: [(input: FleetInput, kind: FleetEvent.Kind, why: String)] = [
+            (.frame(from: phone, bytes: [1, 2, 3]), .rejectedFrame, "garbage"),
+            (.frame(from: phone, bytes: FrameCodec.encode(.gcRequest)), .rejectedFrame, "not a delivery"),
+            (.frame(from: phone, bytes: FrameCodec.encode(.delivery(Delivery(conversation: "other", records: [MessageRecord(message: "m1", ops: [post])])))),
+             .undeclaredNamespace, "no such conversation"),
+            (.frame(from: phone, bytes: FrameCodec.encode(.delivery(Delivery(conversation: "chat", records: [MessageRecord(message: "m1", ops: [forged])])))),
+             .rejectedRecords, "an op claiming the receiver's account"),
+            (.frame(from: stranger.device, bytes: FrameCodec.encode(.delivery(Delivery(conversation: "chat", records: [MessageRecord(message: "m1", ops: [post])])))),
+             .unknownDevice, "a device of no contact"),
+        ]
+        for (input, kind, why) in cases {
+            let outputs = world.bobNode.handle(input)
+            #expect(Self.kinds(outputs) == [kind], "\(why)")
+            #expect(Self.deliveries(outputs).isEmpty, "\(why)")
+        }
+        #expect(try world.bobPhone.digest(of: "chat") == before)
+        // A delivery from a sibling is refused too: deliveries cross accounts only.
+        let delivery = FrameCodec.encode(.delivery(Delivery(conversation: "chat", records: [MessageRecord(message: "m1", ops: [post])])))
+        #expect(Self.kinds(world.phoneNode.handle(.frame(from: world.laptop.device, bytes: delivery))) == [.rejectedFrame])
+        #expect(try world.chat.message("m1") == nil)
+    }
+}
