@@ -207,6 +207,18 @@ import TestSupport
         #expect(!Self.deliveries(try Self.agreeAndSettle(&world)).isEmpty)
     }
 
+    @Test func aWallClockSetBackAfterTheAgreementDoesNotHoldTheDelivery() throws {
+        var world = try Self.world()
+        _ = world.phoneNode.handle(.start)
+        try world.laptopChat.post("m1", body: "x".bytes, author: "ana")
+        try Self.sync(world.laptop, into: world.phone)
+        _ = world.phoneNode.handle(.localChange)
+        _ = world.phoneNode.handle(.timer(.changeDebounce))
+        _ = world.phoneNode.handle(try Self.advertisement(of: world.laptop))
+        world.clock.advance(byMilliseconds: -3_600_000)
+        #expect(!Self.deliveries(world.phoneNode.handle(.timer(.outbox))).isEmpty)
+    }
+
     /// An agreement with one sibling does not release the wait while another
     /// sibling heard from lately holds something else: it may be bringing the delete.
     @Test func aSiblingHeardFromLatelyThatDiffersHoldsTheWait() throws {

@@ -30,8 +30,8 @@ public struct ContactRoster: Sendable, Equatable {
 /// a message it posted after it last let message records out to a sibling (a
 /// reconcile reply, a snapshot, an anchor), and whatever carries no text (a
 /// recall, a reaction, a receipt). Posts and edits of any other message wait
-/// until this device has found its conversation
-/// equal to a sibling's after the wait began, and then a moment more
+/// until this device has found its conversation equal to a sibling's after the
+/// wait began, and then a moment more
 /// (``FleetConfiguration/deliverySettleMilliseconds``) in which every sibling
 /// heard from lately still holds what it holds: a sibling that came back at the
 /// same moment as the one agreeing may be the one bringing the delete. By then
@@ -136,7 +136,9 @@ extension FleetNode {
             let agreedAt = delivery.agreedAt[conversation]
         else { return false }
         let now = replica.clock.nowMilliseconds()
-        guard now - agreedAt >= configuration.deliverySettleMilliseconds, let mine = try? replica.digest(of: conversation) else { return false }
+        // A wall clock set back since the agreement does not hold the delivery for as long.
+        let settled = now - agreedAt >= configuration.deliverySettleMilliseconds || now < agreedAt
+        guard settled, let mine = try? replica.digest(of: conversation) else { return false }
         let lately = 2 * configuration.advertiseIntervalMilliseconds
         for (peer, advertisement) in barrier.heard where peer != replica.device && roster.contains(peer) {
             guard let heardAt = delivery.heardAt[peer], now - heardAt <= lately else { continue }
