@@ -636,13 +636,7 @@ public final class Simulation {
                     continue
                 }
                 guard source.contact == nil else { continue }
-                let texts = record.ops.filter { op in
-                    switch op.action {
-                    case .post, .edit: true
-                    default: false
-                    }
-                }
-                guard !texts.isEmpty else { continue }
+                guard record.ops.contains(where: \.carriesText) else { continue }
                 let key = "\(namespace)/\(record.message)"
                 let reached = reachedContact[key]
                 if reached == nil { reachedContact[key] = now }

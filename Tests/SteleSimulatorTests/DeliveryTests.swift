@@ -37,6 +37,15 @@ import TestSupport
         return World(clock: clock, phone: phone, laptop: laptop, bobPhone: bobPhone, phoneNode: phoneNode, bobNode: bobNode)
     }
 
+    /// The laptop posts m1, the phone takes it in by reconcile (both hold it) and
+    /// tries to deliver after the change: the outputs of that try.
+    static func laptopPostsAndThePhoneTries(_ world: inout World, text: String = "x") throws -> [FleetOutput] {
+        try world.laptopChat.post("m1", body: text.bytes, author: "ana")
+        try sync(world.laptop, into: world.phone)
+        _ = world.phoneNode.handle(.localChange)
+        return world.phoneNode.handle(.timer(.changeDebounce))
+    }
+
     /// The laptop's advertisement reaches the phone; the settling moment passes; the phone tries again.
     static func agreeAndSettle(_ world: inout World) throws -> [FleetOutput] {
         let agreed = world.phoneNode.handle(try advertisement(of: world.laptop))
@@ -141,11 +150,7 @@ import TestSupport
     func aMessageASiblingHoldsWaitsForAnAgreementAndADeleteThatArrivesFirstCancelsIt(deleteFirst: Bool) throws {
         var world = try Self.world()
         _ = world.phoneNode.handle(.start)
-        // The laptop posts; the phone takes it in by reconcile: both hold it.
-        try world.laptopChat.post("m1", body: "meet at nine".bytes, author: "ana")
-        try Self.sync(world.laptop, into: world.phone)
-        _ = world.phoneNode.handle(.localChange)
-        let waiting = world.phoneNode.handle(.timer(.changeDebounce))
+        let waiting = try Self.laptopPostsAndThePhoneTries(&world, text: "meet at nine")
         #expect(Self.deliveries(waiting).isEmpty)
         #expect(Self.kinds(waiting).contains(.deliveryWaits))
         #expect(try world.chat.outboxCount() == 1)
@@ -199,10 +204,7 @@ import TestSupport
         _ = world.phoneNode.handle(.start)
         // Agreed while nothing was owed.
         _ = world.phoneNode.handle(try Self.advertisement(of: world.laptop))
-        try world.laptopChat.post("m1", body: "x".bytes, author: "ana")
-        try Self.sync(world.laptop, into: world.phone)
-        _ = world.phoneNode.handle(.localChange)
-        #expect(Self.deliveries(world.phoneNode.handle(.timer(.changeDebounce))).isEmpty)
+        #expect(Self.deliveries(try Self.laptopPostsAndThePhoneTries(&world)).isEmpty)
         #expect(Self.deliveries(world.phoneNode.handle(.timer(.outbox))).isEmpty)
         #expect(!Self.deliveries(try Self.agreeAndSettle(&world)).isEmpty)
     }
@@ -210,10 +212,7 @@ import TestSupport
     @Test func aWallClockSetBackAfterTheAgreementDoesNotHoldTheDelivery() throws {
         var world = try Self.world()
         _ = world.phoneNode.handle(.start)
-        try world.laptopChat.post("m1", body: "x".bytes, author: "ana")
-        try Self.sync(world.laptop, into: world.phone)
-        _ = world.phoneNode.handle(.localChange)
-        _ = world.phoneNode.handle(.timer(.changeDebounce))
+        _ = try Self.laptopPostsAndThePhoneTries(&world)
         _ = world.phoneNode.handle(try Self.advertisement(of: world.laptop))
         world.clock.advance(byMilliseconds: -3_600_000)
         #expect(!Self.deliveries(world.phoneNode.handle(.timer(.outbox))).isEmpty)
@@ -227,11 +226,8 @@ import TestSupport
         _ = try tablet.conversation("chat", with: Self.bob)
         world.phoneNode.updateRoster([world.phone.device, world.laptop.device, tablet.device])
         _ = world.phoneNode.handle(.start)
-        try world.laptopChat.post("m1", body: "x".bytes, author: "ana")
-        try Self.sync(world.laptop, into: world.phone)
+        _ = try Self.laptopPostsAndThePhoneTries(&world)
         try Self.sync(world.laptop, into: tablet)
-        _ = world.phoneNode.handle(.localChange)
-        _ = world.phoneNode.handle(.timer(.changeDebounce))
         // The tablet deleted it; its advertisement arrives, then the laptop's (equal).
         try tablet.messages("chat").unsend("m1", scope: .everyone)
         _ = world.phoneNode.handle(try Self.advertisement(of: tablet))
@@ -244,10 +240,7 @@ import TestSupport
     @Test func aRecallOfADeliveredMessageGoesAtOnce() throws {
         var world = try Self.world()
         _ = world.phoneNode.handle(.start)
-        try world.laptopChat.post("m1", body: "x".bytes, author: "ana")
-        try Self.sync(world.laptop, into: world.phone)
-        _ = world.phoneNode.handle(.localChange)
-        _ = world.phoneNode.handle(.timer(.changeDebounce))
+        _ = try Self.laptopPostsAndThePhoneTries(&world)
         let delivered = Self.deliveries(try Self.agreeAndSettle(&world))
         let bytes = FrameCodec.encode(.delivery(try #require(delivered.first?.delivery)))
         let receipts = try #require(Self.deliveries(world.bobNode.handle(.frame(from: world.phone.device, bytes: bytes))).first)

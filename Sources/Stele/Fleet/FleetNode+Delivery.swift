@@ -228,17 +228,11 @@ extension FleetNode {
                 if case .post = op.action { op.writer == replica.device && op.time > shared } else { false }
             }
         if isPrivate { return (record, nil) }
-        let carriesNoText = { (op: MessageOp) in
-            switch op.action {
-            case .delete, .receipt, .react, .unreact: true
-            case .post, .edit: false
-            }
-        }
-        let recalls = record.ops.filter(carriesNoText)
-        let rest = record.ops.filter { !carriesNoText($0) }
+        let texts = record.ops.filter(\.carriesText)
+        let rest = record.ops.filter { !$0.carriesText }
         return (
-            recalls.isEmpty ? nil : MessageRecord(message: record.message, ops: recalls),
-            rest.isEmpty ? nil : MessageRecord(message: record.message, ops: rest)
+            rest.isEmpty ? nil : MessageRecord(message: record.message, ops: rest),
+            texts.isEmpty ? nil : MessageRecord(message: record.message, ops: texts)
         )
     }
 

@@ -79,6 +79,15 @@ public struct MessageOp: Sendable, Equatable {
     /// Whether the op is a delete, of either scope.
     public var isDelete: Bool { if case .delete = action { true } else { false } }
 
+    /// Whether the op carries text of the message (a post or an edit): what a
+    /// delete erases, and what must never reach the other side after it.
+    public var carriesText: Bool {
+        switch action {
+        case .post, .edit: true
+        case .delete, .react, .unreact, .receipt: false
+        }
+    }
+
     /// Whether this op folds before `other`: (opTime, opID).
     public func precedes(_ other: MessageOp) -> Bool { (time, id) < (other.time, other.id) }
 

@@ -276,8 +276,7 @@ public struct MessageNamespace {
             let outcome = try insert(kept + receipts, into: record.message, held: held)
             replica.emitOutcome(outcome, namespace: name, subject: .message(record.message))
             // A receipt written before (a delivery that came again) is sent as it was stored.
-            let ids = Set(receipts.map(\.id))
-            let stored = try storedOps(of: record.message).filter { ids.contains($0.id) }
+            let stored = receipts.map { heldByID[$0.id] ?? $0 }
             return MessageRecord(message: record.message, ops: (stored + unkept.map(receipt)).sorted { $0.id < $1.id })
         }
     }
