@@ -17,6 +17,14 @@ public final class Oracle {
     /// Deliveries of a message deleted for everyone before it was delivered,
     /// made while the deleting device was out of the deliverer's reach (``leakedAtTheLimit(_:_:)``).
     public private(set) var leaksAtTheLimit = 0
+    /// Findings on a record a device wrote after its replica *and* its key store
+    /// were rolled back together (``keysRolledBack(_:floor:)``), with a stamp at
+    /// or below what it had issued before: the one case the stamp floor cannot
+    /// cover (``StampFloor``), counted apart, not a failure.
+    public private(set) var reissuesAtTheLimit = 0
+    /// Stores the oracle could not read while judging: a finding, never a skip
+    /// (the run fails).
+    public private(set) var unreadable = 0
     /// The first findings, described for a report.
     public private(set) var findings: [String] = []
     /// Checks run (each over every device).
@@ -56,6 +64,13 @@ public final class Oracle {
     /// recorded): no restore can take them back, since a restored device recovers
     /// from the anchor (001 §7).
     private var anchored: Set<Int> = []
+    /// Devices whose replica and key store were rolled back together, with the
+    /// floor they had before (everything they had issued), until their counter
+    /// and clock pass it.
+    private var rolledBackFloors: [DeviceID: (floor: StampFloor, counterPassed: Bool, clockPassed: Bool)] = [:]
+    /// "namespace|key" (a log's group, a message's id) of records such a device
+    /// wrote under a stamp it may have issued before.
+    private var limited: Set<String> = []
 
     public init() {}
 
@@ -81,6 +96,7 @@ public final class Oracle {
     @discardableResult
     public func perform(_ operation: WorkloadOperation, on replica: Replica, deviceName: String, time: Int64) throws -> ReplicaError? {
         func add(_ namespace: String, _ key: String, _ kind: Operation.Kind) {
+            noteLimit(namespace, key, kind, by: replica.device)
             operations.append(Operation(id: operations.count, namespace: namespace, key: key, device: replica.device, deviceName: deviceName, time: time, kind: kind))
         }
         do {
@@ -144,6 +160,39 @@ public final class Oracle {
             return error
         }
         return nil
+    }
+
+    /// `device`'s replica and its key store were both restored from an old
+    /// backup: the floor it had before (`floor`, everything it had issued) is
+    /// gone with the key store, and until its counter and clock pass it, what it
+    /// writes may reuse a dot or a stamp it issued before. Findings on those
+    /// records count as ``reissuesAtTheLimit``.
+    public func keysRolledBack(_ device: DeviceID, floor: StampFloor?) {
+        guard let floor else { return }
+        let previous = rolledBackFloors[device]?.floor
+        rolledBackFloors[device] = (previous.map { floor.raised(to: $0) } ?? floor, false, false)
+    }
+
+    /// Marks the record an operation wrote as at the limit, if its writer was
+    /// rolled back with its key store and has not yet passed its old floor.
+    private func noteLimit(_ namespace: String, _ key: String, _ kind: Operation.Kind, by device: DeviceID) {
+        guard var state = rolledBackFloors[device] else { return }
+        let (counter, stamp): (UInt64?, HybridTimestamp?) =
+            switch kind {
+            case let .causalPut(_, dot, timestamp, _): (dot.counter, timestamp)
+            case .causalDelete(let vector): (vector[device], nil)
+            case .lww(_, let stamp), .appendOnly(_, let stamp): (nil, stamp.timestamp)
+            case .message(let op): (nil, HybridTimestamp(rawValue: UInt64(op.time)))
+            case .append, .bury: (nil, nil)
+            }
+        var atLimit = false
+        if let counter { if counter <= state.floor.counter { atLimit = true } else { state.counterPassed = true } }
+        if let stamp { if stamp <= state.floor.clock { atLimit = true } else { state.clockPassed = true } }
+        // A log event's stamp is not reported: the event is at the limit until the clock passes.
+        if case .append = kind, !state.clockPassed { atLimit = true }
+        if case .bury = kind, !state.clockPassed { atLimit = true }
+        if atLimit { limited.insert("\(namespace)|\(key)") }
+        rolledBackFloors[device] = state.counterPassed && state.clockPassed ? nil : state
     }
 
     /// A message op from outside the account (a contact's op, or a receipt
@@ -226,6 +275,19 @@ public final class Oracle {
         }
     }
 
+    /// A device was restored from a backup: a backup is a copy too, so what the
+    /// oracle forgot because no store held it any more is back in the world if
+    /// the restored store holds it (a second restore from a later backup brings
+    /// back what the first took away). Judged at once, before the device writes.
+    func takeBack(knownTo replica: Replica) {
+        Self.suspendingFaults([replica]) {
+            let store = StoreEvidence(replica: replica)
+            for index in operations.indices where operations[index].erased && isKnown(operations[index], by: [store]) {
+                operations[index].erased = false
+            }
+        }
+    }
+
     /// Whether frame `id` carries operations that live or die with it.
     func isCarrier(_ id: UInt64) -> Bool { carried[id] != nil }
 
@@ -274,7 +336,10 @@ public final class Oracle {
             case .lww(let value, let stamp):
                 return store.lww(operation.namespace, operation.key).map { $0.stamp >= stamp } ?? (value == nil && store.isComplete)
             case .append(let id):
-                return store.hasEvent(operation.namespace, id) || store.isBuried(operation.namespace, operation.key) || store.isComplete
+                // A complete snapshot lacking the event says nothing: the event may
+                // never have reached the fleet (made after its device acked, say), and
+                // if its group was buried the bury is what the oracle goes by.
+                return store.hasEvent(operation.namespace, id) || store.isBuried(operation.namespace, operation.key)
             case .bury(let marker):
                 return store.hasEvent(operation.namespace, marker) || store.isComplete
             case .appendOnly(_, let stamp):
@@ -314,11 +379,28 @@ public final class Oracle {
         }
     }
 
+    /// Reads a device's store for a check. A read that fails is a finding
+    /// (``unreadable``), never a skip: `nil` then, and the caller judges nothing more of it.
+    private func read<T>(_ device: String, _ what: String, _ body: () throws -> T) -> T? {
+        do {
+            return try body()
+        } catch {
+            unreadable += 1
+            if findings.count < 50 { findings.append("unreadable: \(device) could not read \(what): \(error)") }
+            return nil
+        }
+    }
+
+    /// Every key some device's store shows in a namespace, with the operations' keys.
+    private func keys(_ operations: [Operation], _ devices: [(name: String, replica: Replica)], _ namespace: String, _ shown: (Replica) throws -> [String]) -> [String] {
+        var keys = Set(operations.map(\.key))
+        for device in devices { keys.formUnion(read(device.name, "the keys of \(namespace)") { try shown(device.replica) } ?? []) }
+        return keys.sorted()
+    }
+
     private func checkCausal(_ namespace: String, _ operations: [Operation], _ devices: [(name: String, replica: Replica)]) {
         let byKey = Dictionary(grouping: operations, by: \.key)
-        var keys = Set(byKey.keys)
-        for device in devices { for entry in (try? device.replica.causal(namespace).entries()) ?? [] { keys.insert(entry.key) } }
-        for key in keys.sorted() {
+        for key in keys(operations, devices, namespace, { try $0.causal(namespace).entries().map(\.key) }) {
             let ops = byKey[key] ?? []
             // A put is superseded when another operation's history covers its dot.
             var frontier: [(value: [UInt8], stamp: WriteStamp)] = []
@@ -328,8 +410,8 @@ public final class Oracle {
                 let covered = ops.contains { other in
                     guard other.id != op.id else { return false }
                     switch other.kind {
-                    // Two writes under one dot (a counter reissued after a restore)
-                    // never saw each other: the replica keeps the one reads would show.
+                    // Two writes under one dot (a counter reissued at the limit) never
+                    // saw each other: the replica keeps the one reads would show.
                     case .causalPut(_, let other, _, _) where other == dot: return false
                     case .causalPut(_, _, _, let vector), .causalDelete(let vector): return vector.covers(dot)
                     default: return false
@@ -340,104 +422,113 @@ public final class Oracle {
             // The documented order: the later write stamp, then the larger value.
             let expected = frontier.max { $0.stamp != $1.stamp ? $0.stamp < $1.stamp : $0.value.lexicographicallyPrecedes($1.value) }?.value
             for device in devices {
-                let shown = (try? device.replica.causal(namespace).get(key)) ?? nil
+                guard let shown = read(device.name, "\(namespace) \(key)", { try device.replica.causal(namespace).get(key) }) else { continue }
                 judge(namespace, key, device.name, shown: shown, expected: expected, stale: superseded)
             }
         }
     }
 
+    /// 000 §5 as README states it: the later timestamp; on an exact tie the
+    /// delete; then the larger device id; then (one writer, one stamp: only a
+    /// stamp issued twice) the larger value.
+    static func lwwPrecedes(_ lhs: (value: [UInt8]?, stamp: WriteStamp), _ rhs: (value: [UInt8]?, stamp: WriteStamp)) -> Bool {
+        if lhs.stamp.timestamp != rhs.stamp.timestamp { return lhs.stamp.timestamp < rhs.stamp.timestamp }
+        if (lhs.value == nil) != (rhs.value == nil) { return lhs.value != nil }
+        if lhs.stamp.writer != rhs.stamp.writer { return lhs.stamp.writer < rhs.stamp.writer }
+        return (lhs.value ?? []).lexicographicallyPrecedes(rhs.value ?? [])
+    }
+
     private func checkLWW(_ namespace: String, _ operations: [Operation], _ devices: [(name: String, replica: Replica)]) {
         let byKey = Dictionary(grouping: operations, by: \.key)
-        var keys = Set(byKey.keys)
-        for device in devices { for entry in (try? device.replica.lww(namespace).entries()) ?? [] { keys.insert(entry.key) } }
-        for key in keys.sorted() {
+        for key in keys(operations, devices, namespace, { try $0.lww(namespace).entries().map(\.key) }) {
             let writes: [(value: [UInt8]?, stamp: WriteStamp)] = (byKey[key] ?? []).compactMap { op in
                 if case .lww(let value, let stamp) = op.kind { return (value, stamp) } else { return nil }
             }
-            // Later timestamp; on an exact tie the delete; then the larger device id (000 §5).
-            let winner = writes.max { lhs, rhs in
-                if lhs.stamp.timestamp != rhs.stamp.timestamp { return lhs.stamp.timestamp < rhs.stamp.timestamp }
-                if (lhs.value == nil) != (rhs.value == nil) { return lhs.value != nil }
-                return lhs.stamp.writer < rhs.stamp.writer
-            }
+            let winner = writes.max(by: Self.lwwPrecedes)
             let stale = writes.compactMap { $0.value == winner?.value ? nil : $0.value }
             for device in devices {
-                judge(namespace, key, device.name, shown: (try? device.replica.lww(namespace).get(key)) ?? nil, expected: winner?.value ?? nil, stale: stale)
+                guard let shown = read(device.name, "\(namespace) \(key)", { try device.replica.lww(namespace).get(key) }) else { continue }
+                judge(namespace, key, device.name, shown: shown, expected: winner?.value ?? nil, stale: stale)
             }
         }
     }
 
     private func checkAppendOnly(_ namespace: String, _ operations: [Operation], _ devices: [(name: String, replica: Replica)]) {
         let byKey = Dictionary(grouping: operations, by: \.key)
-        for (key, ops) in byKey.sorted(by: { $0.key < $1.key }) {
-            let writes: [(value: [UInt8], stamp: WriteStamp)] = ops.compactMap { op in
+        for key in keys(operations, devices, namespace, { try $0.appendOnly(namespace).entries().map(\.key) }) {
+            let writes: [(value: [UInt8], stamp: WriteStamp)] = (byKey[key] ?? []).compactMap { op in
                 if case .appendOnly(let value, let stamp) = op.kind { return (value, stamp) } else { return nil }
             }
-            let first = writes.min { $0.stamp < $1.stamp }?.value
+            // The earlier stamp; one stamp issued twice: the smaller value (002, README).
+            let first = writes.min { $0.stamp != $1.stamp ? $0.stamp < $1.stamp : $0.value.lexicographicallyPrecedes($1.value) }?.value
             for device in devices {
-                judge(namespace, key, device.name, shown: (try? device.replica.appendOnly(namespace).get(key)) ?? nil, expected: first, stale: [])
+                guard let shown = read(device.name, "\(namespace) \(key)", { try device.replica.appendOnly(namespace).get(key) }) else { continue }
+                judge(namespace, key, device.name, shown: shown, expected: first, stale: [])
             }
         }
     }
 
     private func checkLog(_ namespace: String, _ operations: [Operation], _ devices: [(name: String, replica: Replica)]) {
         let buried = Set(operations.compactMap { op -> String? in if case .bury = op.kind { return op.key } else { return nil } })
-        var expected = Set<EventID>()
-        var buriedEvents = Set<EventID>()
+        var expected: [EventID: String] = [:]
+        var buriedEvents: [EventID: String] = [:]
         for op in operations {
             guard case .append(let id) = op.kind else { continue }
-            if buried.contains(op.key) { buriedEvents.insert(id) } else { expected.insert(id) }
+            if buried.contains(op.key) { buriedEvents[id] = op.key } else { expected[id] = op.key }
         }
         for device in devices {
-            guard let shown = try? Set(device.replica.log(namespace).live().map(\.id)) else { continue }
-            for id in shown.subtracting(expected).sorted() {
-                count(.resurrection, "\(namespace) event \(id)", "\(device.name) shows an event of a buried group" + (buriedEvents.contains(id) ? "" : " (never appended)"))
+            guard let events = read(device.name, "the live events of \(namespace)", { try device.replica.log(namespace).live() }) else { continue }
+            for event in events where expected[event.id] == nil {
+                count(
+                    .resurrection, namespace, event.group, "\(namespace) event \(event.id)",
+                    "\(device.name) shows an event of a buried group" + (buriedEvents[event.id] != nil ? "" : " (never appended)"))
             }
-            for id in expected.subtracting(shown).sorted() {
-                count(.lostWrite, "\(namespace) event \(id)", "\(device.name) lacks a live event")
+            let shown = Set(events.map(\.id))
+            for (id, group) in expected.sorted(by: { $0.key.description < $1.key.description }) where !shown.contains(id) {
+                count(.lostWrite, namespace, group, "\(namespace) event \(id)", "\(device.name) lacks a live event")
             }
         }
     }
 
-    /// Each message must show the fold of every op made on it (000 §6), whatever
-    /// order they arrived in; a deleted one may show deleted or, once collected,
-    /// absent, and keeps no body on disk.
+    /// Each message must show what its ops imply (000 §6), by ``MessageModel``,
+    /// an account of the rules written apart from the fold the replica runs,
+    /// whatever order they arrived in; a deleted one may show deleted or, once
+    /// collected, absent, and keeps no body on disk.
     private func checkMessages(_ namespace: String, _ operations: [Operation], _ devices: [(name: String, replica: Replica)]) {
         var byMessage: [String: [MessageOp]] = [:]
         for operation in operations { if case .message(let op) = operation.kind { byMessage[operation.key, default: []].append(op) } }
         var messages = Set(byMessage.keys)
-        for device in devices { for row in (try? device.replica.messages(namespace).messages()) ?? [] { messages.insert(row.message) } }
+        for device in devices {
+            messages.formUnion(read(device.name, "the messages of \(namespace)") { try device.replica.messages(namespace).messages().map(\.message) } ?? [])
+        }
         for message in messages.sorted() {
             let ops = byMessage[message] ?? []
-            let expected = MessageFold.fold(ops)
+            let expected = MessageModel(ops)
             let bodies = Set(ops.compactMap { op -> [UInt8]? in
                 switch op.action {
                 case .post(_, let body), .edit(let body): body
                 default: nil
                 }
             })
+            let subject = "\(namespace) message \(message)"
             for device in devices {
-                let store = try? device.replica.messages(namespace)
-                let shown = (try? store?.message(message)) ?? nil
-                let subject = "\(namespace) message \(message)"
-                guard let shown else {
-                    if let expected, !expected.isDeleted { count(.lostWrite, subject, "\(device.name) lacks a live message") }
+                guard let shownRow = read(device.name, subject, { try device.replica.messages(namespace).message(message) }) else { continue }
+                guard let shown = shownRow else {
+                    if let expected, !expected.isDeleted { count(.lostWrite, namespace, message, subject, "\(device.name) lacks a live message") }
                     continue
                 }
                 guard let expected, !expected.isDeleted else {
-                    if !shown.isDeleted { count(.resurrection, subject, "\(device.name) shows a message " + (expected == nil ? "never posted" : "that was deleted")) }
-                    if let bytes = try? store?.storedBodyBytes(of: message), bytes > 0 {
-                        count(.resurrection, subject, "\(device.name) keeps \(bytes) bytes of a deleted message's text on disk")
+                    if !shown.isDeleted {
+                        count(.resurrection, namespace, message, subject, "\(device.name) shows a message " + (expected == nil ? "never posted" : "that was deleted"))
+                    }
+                    if let bytes = read(device.name, "the stored text of \(subject)", { try device.replica.messages(namespace).storedBodyBytes(of: message) }), bytes > 0 {
+                        count(.resurrection, namespace, message, subject, "\(device.name) keeps \(bytes) bytes of a deleted message's text on disk")
                     }
                     continue
                 }
-                do {
-                    guard shown.leaf != expected.leaf else { continue }
-                    let stale = !shown.isDeleted && shown.body != expected.body && bodies.contains(shown.body)
-                    let detail = "\(device.name) shows \(shown.isDeleted ? "deleted" : "\"\(String(decoding: shown.body, as: UTF8.self))\"")" +
-                        ", expected \"\(String(decoding: expected.body, as: UTF8.self))\""
-                    count(stale ? .resurrection : .lostWrite, subject, detail)
-                }
+                guard let difference = expected.difference(from: shown) else { continue }
+                let stale = !shown.isDeleted && shown.body != expected.body && bodies.contains(shown.body)
+                count(stale ? .resurrection : .lostWrite, namespace, message, subject, "\(device.name) \(difference)")
             }
         }
     }
@@ -447,11 +538,21 @@ public final class Oracle {
     private func judge(_ namespace: String, _ key: String, _ device: String, shown: [UInt8]?, expected: [UInt8]?, stale: [[UInt8]]) {
         guard shown != expected else { return }
         let describe = { (bytes: [UInt8]?) in bytes.map { "\"\(String(decoding: $0, as: UTF8.self))\"" } ?? "absent" }
-        if let shown, expected == nil || stale.contains(shown) {
-            count(.resurrection, "\(namespace) \(key)", "\(device) shows \(describe(shown)), expected \(describe(expected))")
-        } else {
-            count(.lostWrite, "\(namespace) \(key)", "\(device) shows \(describe(shown)), expected \(describe(expected))")
+        let detail = "\(device) shows \(describe(shown)), expected \(describe(expected))"
+        let finding: Finding = if let shown, expected == nil || stale.contains(shown) { .resurrection } else { .lostWrite }
+        count(finding, namespace, key, "\(namespace) \(key)", detail)
+    }
+
+    /// Counts a finding once per subject and kind; one on a record written at the
+    /// limit (``keysRolledBack(_:floor:)``) counts apart.
+    private func count(_ finding: Finding, _ namespace: String, _ key: String, _ subject: String, _ detail: String) {
+        guard !limited.contains("\(namespace)|\(key)") else {
+            guard counted.insert("reissue|\(finding)|\(subject)").inserted else { return }
+            reissuesAtTheLimit += 1
+            if findings.count < 50 { findings.append("\(finding.rawValue) at the limit (a stamp reissued after a key store rollback): \(subject): \(detail)") }
+            return
         }
+        count(finding, subject, detail)
     }
 
     private func count(_ finding: Finding, _ subject: String, _ detail: String) {

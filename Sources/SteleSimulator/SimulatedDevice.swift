@@ -32,9 +32,9 @@ public final class SimulatedDevice {
     var firedBeforeReopen = 0
     /// Every conflict the device's replica reported, as (namespace, key).
     public internal(set) var conflicts: [(namespace: String, key: String)] = []
-    /// Its key store (identity and account keys): outside the replica file, so a
-    /// restore of the file leaves it as it is, as a keychain would.
-    public let keys = MemoryKeyStore()
+    /// Its key store (identity, account keys and the stamp floor): outside the
+    /// replica file, so a restore of the file leaves it as it is, as a keychain would.
+    public let keys: MemoryKeyStore
     /// The simulator's own channel for this device, which knows every device ever
     /// added: it lets the oracle read what frames carry and lets a `tamper` hook
     /// rewrite them. The device's node has its own, gated by the roster.
@@ -42,8 +42,11 @@ public final class SimulatedDevice {
     /// The same for frames between this device and another account's devices, by account.
     var contactTaps: [AccountID: SiblingChannel] = [:]
 
-    init(name: String, identity: DeviceIdentity, contact: String?, replica: Replica, path: String, clock: ManualWallClock, node: FleetNode) {
+    init(
+        name: String, identity: DeviceIdentity, contact: String?, replica: Replica, keys: MemoryKeyStore, path: String, clock: ManualWallClock, node: FleetNode
+    ) {
         self.name = name
+        self.keys = keys
         self.contact = contact
         self.identity = identity
         self.replica = replica

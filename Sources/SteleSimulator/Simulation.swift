@@ -82,7 +82,11 @@ public final class Simulation {
     private var random: SplitMix
     private var queue = EventQueue<Event>()
     private var armed: [DeviceID: [FleetTimer: (sequence: UInt64, deadline: Int64)]] = [:]
-    private var backups: [String: (device: String, path: String, time: Int64)] = [:]
+    private var backups: [String: (device: String, path: String, time: Int64, keys: MemoryKeyStore)] = [:]
+    /// Whether devices keep a stamp floor in their key store (``StampFloor``).
+    /// Off only for tests that show what the floor prevents: set it before
+    /// adding devices.
+    public var usesStampFloors = true
     private var hasher = EventLogHasher()
     /// Ops contacts' devices wrote, kept by an oracle nobody checks: the own
     /// account's oracle learns them when they land on its devices.
@@ -168,11 +172,13 @@ public final class Simulation {
         let identity = try DeviceIdentity(privateKey: (0..<4).flatMap { _ in withUnsafeBytes(of: keyRandom.next()) { Array($0) } })
         let path = "\(folder)/\(name).stele"
         let clock = ManualWallClock(milliseconds: Self.epoch)
+        let keys = MemoryKeyStore()
         let replica = try Replica.create(
-            at: path, account: account, device: identity.deviceID, options: Replica.Options(clock: clock, random: SplitMix(seed: seed ^ identity.deviceID.stableSeed)))
+            at: path, account: account, device: identity.deviceID,
+            options: Replica.Options(clock: clock, random: SplitMix(seed: seed ^ identity.deviceID.stableSeed), stampFloor: usesStampFloors ? keys : nil))
         let node = try FleetNode(
             replica: replica, identity: identity, roster: [], accountKeys: [], configuration: configuration, random: SplitMix(seed: seed &+ identity.deviceID.stableSeed))
-        let device = SimulatedDevice(name: name, identity: identity, contact: contact, replica: replica, path: path, clock: clock, node: node)
+        let device = SimulatedDevice(name: name, identity: identity, contact: contact, replica: replica, keys: keys, path: path, clock: clock, node: node)
         try declareNamespaces(on: device)
         watch(device)
         // The approval is what puts the device on the roster (issue 6): the first
@@ -524,7 +530,10 @@ public final class Simulation {
             hasher.add(landed ? "anchor-landed" : "anchor-failed", now, owner, owner, Int(anchor.header.generation))
             if landed {
                 record(.anchorWritten(anchor.header.generation), device: target)
-                if let snapshot = try? Snapshot(decoding: anchor.snapshot) { oracle.anchorLanded(snapshot, takenAt: takenAt) }
+                // Another account's anchor is no evidence for this account's writes (seed 13).
+                if let snapshot = try? Snapshot(decoding: anchor.snapshot) {
+                    (target.account == account ? oracle : contactOracle).anchorLanded(snapshot, takenAt: takenAt)
+                }
             }
             deliver(.anchorWritten(round: anchor.header.round, succeeded: landed), to: target)
         case .anchorRead(let owner):
@@ -699,21 +708,31 @@ public final class Simulation {
         let path = "\(folder)/backups/\(label).stele"
         try? FileManager.default.removeItem(atPath: path)
         try device.replica.backup(to: path)
-        backups[label] = (name, path, now)
+        // The keychain as it is now too, for a restore that rolls both back (``restore(_:from:withKeys:)``).
+        backups[label] = (name, path, now, device.keys.copy())
         record(.backedUp, device: device)
     }
 
     /// Whether a backup of that name exists.
     public func hasBackup(_ label: String) -> Bool { backups[label] != nil }
 
-    /// Replaces `name`'s store with the backup and restarts it, as an OS restore does.
-    public func restore(_ name: String, from label: String) throws {
+    /// Replaces `name`'s store with the backup and restarts it, as an OS restore
+    /// does. Its key store, like a keychain, stays as it is, unless `withKeys`:
+    /// then it goes back to what it held when the backup was taken, stamp floor
+    /// included (the limit ``StampFloor`` states, counted apart by the oracle).
+    public func restore(_ name: String, from label: String, withKeys: Bool = false) throws {
         guard let device = device(name), let backup = backups[label] else { return }
         dropInFlight(to: device)
+        if withKeys {
+            oracle.keysRolledBack(device.id, floor: try device.keys.loadStampFloor())
+            device.keys.replaceContents(with: backup.keys.copy())
+        }
         try reopen(device) {
             for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: device.path + suffix) }
             try FileManager.default.copyItem(atPath: backup.path, toPath: device.path)
         }
+        // A backup is a copy too: what it holds is back in the world.
+        oracle.takeBack(knownTo: device.replica)
         forgetOperationsLost()
         count("restore")
         record(.restored, device: device)
@@ -764,7 +783,8 @@ public final class Simulation {
     /// Drops the device's replica and node, optionally changes its file, then
     /// reopens the file and restarts the node.
     private func reopen(_ device: SimulatedDevice, whileClosed change: () throws -> Void = {}) throws {
-        let options = Replica.Options(clock: device.clock, random: SplitMix(seed: seed ^ device.id.stableSeed ^ UInt64(now)))
+        let options = Replica.Options(
+            clock: device.clock, random: SplitMix(seed: seed ^ device.id.stableSeed ^ UInt64(now)), stampFloor: usesStampFloors ? device.keys : nil)
         let knownRoster = roster(of: device)
         device.firedBeforeReopen += device.replica.storageFaultsFired
         // Release every reference to the store before touching its file.
@@ -838,13 +858,22 @@ public final class Simulation {
         try Oracle.suspendingFaults(everyDevice.map(\.replica), body)
     }
 
-    /// Runs the oracle over every device if all are online and connected.
-    /// - Returns: whether it could check (a partition or an offline device defers checks).
-    @discardableResult
-    public func checkOracle() -> Bool {
-        guard partition == nil, devices.allSatisfy(\.isOnline), stillMoving() == nil else { return false }
+    /// Runs the oracle over every device.
+    /// - Throws: ``OracleCannotCheck`` saying why, when a device is offline, a
+    ///   partition stands or the fleet is still moving: the oracle judges only a
+    ///   fleet that has settled, and a check that could not run is no pass.
+    public func checkOracle() throws {
+        if let reason = whyOracleCannotCheck() { throw OracleCannotCheck(reason: reason) }
         oracle.check(devices.map { ($0.name, $0.replica) }, namespaces: namespaces)
-        return true
+    }
+
+    /// Why the oracle cannot judge the fleet now, or `nil` when it can.
+    public func whyOracleCannotCheck() -> String? {
+        if partition != nil { return "a partition stands; heal it first" }
+        let offline = devices.filter { !$0.isOnline }.map(\.name)
+        if !offline.isEmpty { return "\(offline.joined(separator: ", ")) \(offline.count == 1 ? "is" : "are") offline" }
+        if let moving = stillMoving() { return "the fleet is still moving: \(moving)" }
+        return nil
     }
 
     /// A hash of every delivered event, operation and timer, in order: equal for
@@ -855,6 +884,12 @@ public final class Simulation {
         timeline.append(TimelineEntry(time: now, device: device.name, kind: kind))
         hasher.add("\(kind)", now, device.id, device.id, 0)
     }
+}
+
+/// The oracle was asked to judge a fleet it cannot judge yet.
+public struct OracleCannotCheck: Error, Sendable, CustomStringConvertible {
+    public let reason: String
+    public var description: String { "the oracle could not check: \(reason)" }
 }
 
 /// A contact account named that was never added.

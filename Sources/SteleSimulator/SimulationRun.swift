@@ -40,6 +40,14 @@ public struct SimulationRun {
         public var lostWrites = 0
         /// Leaks at the limit (``Oracle/leaksAtTheLimit``): counted, not failures.
         public var leaksAtTheLimit = 0
+        /// Findings on records written after a key store rollback
+        /// (``Oracle/reissuesAtTheLimit``): counted, not failures.
+        public var reissuesAtTheLimit = 0
+        /// Stores the oracle could not read (``Oracle/unreadable``): failures.
+        public var unreadable = 0
+        /// Times the oracle was due to judge and could not (a failure: a check that
+        /// did not run is no pass).
+        public var uncheckable = 0
         /// Virtual time from healing to convergence, or `nil` if it never converged.
         public var convergenceMilliseconds: Int64?
         /// Virtual time from convergence until no tombstone was left, or `nil`.
@@ -58,7 +66,9 @@ public struct SimulationRun {
         /// Deliveries still owed once everyone had been reachable for the bound.
         public var undelivered = false
 
-        public var failed: Bool { resurrections > 0 || lostWrites > 0 || convergenceMilliseconds == nil || uncollected || undelivered }
+        public var failed: Bool {
+            resurrections > 0 || lostWrites > 0 || unreadable > 0 || uncheckable > 0 || convergenceMilliseconds == nil || uncollected || undelivered
+        }
     }
 
     public static func run(seed: UInt64, options: Options) throws -> Outcome {
@@ -142,8 +152,11 @@ public struct SimulationRun {
             case .restore:
                 let target = active.randomElement(using: &random)!
                 if let label = backups[target], random.chance(50) {
-                    try simulation.restore(target, from: label)
-                    transcript.append("restore \(target) from \(label)")
+                    // Rarely the key store goes back with the replica: the stated
+                    // limit of the stamp floor, whose findings are counted apart.
+                    let withKeys = random.chance(10)
+                    try simulation.restore(target, from: label, withKeys: withKeys)
+                    transcript.append("restore \(target) from \(label)" + (withKeys ? " with keys" : ""))
                 } else {
                     let label = "\(target)-\(simulation.now)"
                     try simulation.backup(target, as: label)
@@ -210,9 +223,18 @@ public struct SimulationRun {
         ]
         let healedAt = simulation.now
         var outcome = Outcome(seed: seed)
+        // The fleet has settled whenever the oracle is asked: it must be able to judge.
+        func judge(_ when: String) {
+            do {
+                try simulation.checkOracle()
+            } catch {
+                outcome.uncheckable += 1
+                outcome.findings.append("\(when): \(error)")
+            }
+        }
         if simulation.sync(limitMilliseconds: options.convergenceBoundMilliseconds) == nil {
             outcome.convergenceMilliseconds = simulation.now - healedAt
-            simulation.checkOracle()
+            judge("after healing")
         } else {
             outcome.findings.append("did not converge within \(options.convergenceBoundMilliseconds / 1_000) s of virtual time: \(simulation.stillMoving() ?? "")")
         }
@@ -233,7 +255,7 @@ public struct SimulationRun {
                 outcome.collectionMilliseconds = simulation.now - start
                 transcript += simulation.devices.map { "expect \($0.name) tombstones 0" }
             }
-            simulation.checkOracle()
+            if outcome.convergenceMilliseconds != nil { judge("after collecting") }
             transcript += ["expect resurrections 0", "expect lost-writes 0"]
         }
         if outcome.convergenceMilliseconds != nil && options.contact {
@@ -255,7 +277,12 @@ public struct SimulationRun {
                     "deliveries still owed after everyone was reachable for \(options.convergenceBoundMilliseconds / 60_000) min: "
                         + left.map { "\($0.device) \($0.count)" }.joined(separator: ", "))
             }
-            simulation.checkOracle()
+            if simulation.sync(limitMilliseconds: options.convergenceBoundMilliseconds) == nil {
+                judge("after the deliveries")
+            } else {
+                outcome.findings.append("did not settle after the deliveries: \(simulation.stillMoving() ?? "")")
+                outcome.convergenceMilliseconds = nil
+            }
         }
         outcome.operations = simulation.statistics.operations
         outcome.deletes = simulation.statistics.deletes
@@ -264,6 +291,8 @@ public struct SimulationRun {
         outcome.resurrections = simulation.oracle.resurrections
         outcome.lostWrites = simulation.oracle.lostWrites
         outcome.leaksAtTheLimit = simulation.oracle.leaksAtTheLimit
+        outcome.reissuesAtTheLimit = simulation.oracle.reissuesAtTheLimit
+        outcome.unreadable = simulation.oracle.unreadable
         outcome.findings += simulation.oracle.findings
         outcome.tombstonesLeft = simulation.totalTombstones()
         if options.requiresCollection && outcome.convergenceMilliseconds != nil && outcome.tombstonesLeft > 0 {

@@ -10,6 +10,12 @@ public struct SimulationSummary: Sendable, Codable {
     /// Deliveries of a message deleted for everyone made while the deleting
     /// device was out of the deliverer's reach: the stated limit, not failures.
     public var leaksAtTheLimit = 0
+    /// Findings on records a device wrote after its replica and its key store
+    /// were rolled back together: the stamp floor's stated limit, not failures.
+    public var reissuesAtTheLimit = 0
+    /// Stores the oracle could not read, and checks it was due to run and could not: failures.
+    public var unreadable = 0
+    public var uncheckable = 0
     public var tombstonesLeft = 0
     public var convergenceP50Milliseconds: Int64?
     public var convergenceP99Milliseconds: Int64?
@@ -38,6 +44,9 @@ public struct SimulationSummary: Sendable, Codable {
             resurrections += outcome.resurrections
             lostWrites += outcome.lostWrites
             leaksAtTheLimit += outcome.leaksAtTheLimit
+            reissuesAtTheLimit += outcome.reissuesAtTheLimit
+            unreadable += outcome.unreadable
+            uncheckable += outcome.uncheckable
             tombstonesLeft += outcome.tombstonesLeft
             if let time = outcome.convergenceMilliseconds { times.append(time) }
             if let time = outcome.collectionMilliseconds { collections.append(time) }
@@ -66,6 +75,8 @@ public struct SimulationSummary: Sendable, Codable {
             "resurrections       \(resurrections)",
             "lost writes         \(lostWrites)",
             "leaks at the limit  \(leaksAtTheLimit) (a message deleted for everyone, delivered while its deleter was out of reach)",
+            "reissues at limit   \(reissuesAtTheLimit) (findings on writes made after a replica and its key store were both rolled back)",
+            "oracle unable       \(uncheckable) checks that could not run, \(unreadable) stores it could not read",
             "convergence         p50 \(seconds(convergenceP50Milliseconds)), p99 \(seconds(convergenceP99Milliseconds)) (virtual, after healing)",
             "collection          p50 \(seconds(collectionP50Milliseconds)), p99 \(seconds(collectionP99Milliseconds)) (virtual, after convergence)",
             "tombstones left     \(tombstonesLeft)",

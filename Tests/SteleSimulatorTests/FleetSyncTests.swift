@@ -29,7 +29,8 @@ import TestSupport
             let state = try SimulationState.snapshot(device.replica, simulation.namespaces)
             #expect(state == reference, "seed \(seed): \(SimulationState.difference(reference, state))", sourceLocation: sourceLocation)
         }
-        #expect(simulation.checkOracle(), "seed \(seed): the oracle could not check", sourceLocation: sourceLocation)
+        try simulation.checkOracle()
+        #expect(simulation.oracle.unreadable == 0, "seed \(seed): \(simulation.oracle.findings)", sourceLocation: sourceLocation)
         #expect(simulation.oracle.resurrections == 0, "seed \(seed): \(simulation.oracle.findings)", sourceLocation: sourceLocation)
         #expect(simulation.oracle.lostWrites == 0, "seed \(seed): \(simulation.oracle.findings)", sourceLocation: sourceLocation)
     }

@@ -253,7 +253,7 @@ import TestSupport
         } else {
             #expect(bobSees == nil)
             #expect(simulation.sync() == nil)
-            simulation.checkOracle()
+            try simulation.checkOracle()
             #expect(simulation.oracle.resurrections == 0, "\(simulation.oracle.findings)")
             #expect(simulation.oracle.lostWrites == 0, "\(simulation.oracle.findings)")
         }
@@ -276,11 +276,13 @@ import TestSupport
         #expect(try simulation.device("bob-phone")?.replica.messages("chat").message("m1")?.body == Array("meet at nine".utf8))
         #expect(simulation.oracle.leaksAtTheLimit == 1, "\(simulation.oracle.findings)")
         #expect(simulation.oracle.resurrections == 0, "\(simulation.oracle.findings)")
-        // The phone comes back: the recall reaches Bob, whose copy loses its text.
+        // The phone comes back: the recall reaches Bob, whose copy loses its text
+        // (and, Bob's account being one device, is soon collected altogether).
         simulation.setOnline("phone", true)
         #expect(simulation.sync() == nil)
         simulation.advance(byMilliseconds: 120_000)
-        #expect(try simulation.device("bob-phone")?.replica.messages("chat").message("m1")?.scope == .everyone)
+        let bobSees = try simulation.device("bob-phone")?.replica.messages("chat").message("m1")
+        #expect(bobSees == nil || bobSees?.scope == .everyone, "\(String(describing: bobSees))")
         #expect(try simulation.device("bob-phone")?.replica.messages("chat").storedBodyBytes(of: "m1") == 0)
     }
 

@@ -55,6 +55,10 @@ struct BarrierState {
     /// imports the anchor's snapshot instead). Until then a late commit is as
     /// good as a timely one, and a missed one is adopted without an import.
     var outstanding: RoundNonce?
+    /// Why the ack recorded before a restart could not be read, while it cannot:
+    /// the device may be in a hold, so it takes no sibling's records in, acks no
+    /// round and opens none, and tries again at each advertisement (G5).
+    var ackUnreadable: String?
 }
 
 extension FleetNode {
@@ -79,19 +83,19 @@ extension FleetNode {
     /// Arms the debounce when a round could open now (the leader), or when this
     /// device should ask the leader for one (a sibling holding tombstones).
     mutating func considerRound() -> [FleetOutput] {
-        guard !barrier.debounceArmed, mayOpenRound() || mayRequestRound() else { return [] }
+        guard !barrier.debounceArmed, barrier.ackUnreadable == nil, mayOpenRound() || mayRequestRound() else { return [] }
         barrier.debounceArmed = true
         return [.arm(.barrierDebounce, afterMilliseconds: configuration.barrierDebounceMilliseconds)]
     }
 
     private func mayOpenRound() -> Bool {
-        guard configuration.collects, leader == replica.device, barrier.round == nil, !barrier.backingOff else { return false }
+        guard configuration.collects, barrier.ackUnreadable == nil, leader == replica.device, barrier.round == nil, !barrier.backingOff else { return false }
         guard barrier.requested || replica.mayHoldTombstones else { return false }
         return everySiblingInSync()
     }
 
     private func mayRequestRound() -> Bool {
-        guard configuration.collects, leader != replica.device, replica.mayHoldTombstones else { return false }
+        guard configuration.collects, barrier.ackUnreadable == nil, leader != replica.device, replica.mayHoldTombstones else { return false }
         return everySiblingInSync()
     }
 
@@ -287,7 +291,17 @@ extension FleetNode {
                     message: "a proposal to generation \(proposal.generation) at generation \(replica.generation)"))
             ]
         }
-        guard !barrier.answered.contains(proposal.round), (try? replica.lastAck())?.round != proposal.round else {
+        guard barrier.ackUnreadable == nil else {
+            return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "this device cannot read its recorded ack; not acked"))]
+        }
+        let recorded: BarrierAck?
+        do {
+            recorded = try replica.lastAck()
+        } catch {
+            // Unread, the ack might be this very round's: acking again could move its watermark.
+            return [.log(FleetEvent(kind: .storageFailed, peer: peer, namespace: nil, message: "could not read the recorded ack, so round \(proposal.round) is not acked: \(error)"))]
+        }
+        guard !barrier.answered.contains(proposal.round), recorded?.round != proposal.round else {
             return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "a proposal for round \(proposal.round), already acked; not acked again"))]
         }
         do {

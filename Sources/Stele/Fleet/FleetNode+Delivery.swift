@@ -288,8 +288,12 @@ extension FleetNode {
             }
         }
         guard taken > 0 else { return outputs }
-        // Receipts answering unkept ones change nothing here; anything kept is news for the siblings.
-        outputs += noteChange()
+        // Receipts answering unkept ones change nothing here; anything kept is news for
+        // the siblings, and may be a tombstone to collect (a recall, or the
+        // acknowledgement that frees one): a device alone on its account has no
+        // sibling whose advertisement would prompt the round (DESIGN §6 "Single
+        // devices trigger too").
+        outputs += noteChange() + considerRound()
         if !receipts.isEmpty {
             outputs.append(.send(to: sender, bytes: FrameCodec.encode(.delivery(Delivery(conversation: name, records: receipts, isAnswer: true)))))
         }

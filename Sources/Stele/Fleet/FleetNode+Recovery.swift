@@ -124,7 +124,9 @@ extension FleetNode {
         do {
             if let ack = try replica.lastAck(), ack.round == header.round, ack.generation == header.generation {
                 // It acked that round: it missed the commit, nothing was rolled back.
-                let knowledge = (try? Snapshot(decoding: anchor.snapshot).knowledge) ?? Knowledge()
+                // What the fleet had seen is what later recoveries keep local records
+                // against: a snapshot that does not decode is no anchor to adopt.
+                let knowledge = try Snapshot(decoding: anchor.snapshot).knowledge
                 let outcome = try replica.commit(round: header.round, digest: header.digest, generation: header.generation, knowledge: knowledge)
                 return caughtUp("adopted generation \(header.generation) from the anchor of a round it had acked (\(outcome))")
             }

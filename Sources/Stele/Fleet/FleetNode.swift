@@ -131,22 +131,16 @@ public struct FleetNode {
             // What this device held before it started may have reached a sibling.
             delivery = DeliveryState()
             noteShared(nil)
-            // An ack recorded before a crash still awaits its commit: the hold goes on.
-            var held: [FleetOutput] = []
-            if let ack = try? replica.lastAck(), ack.generation > replica.generation {
-                nextEpoch += 1
-                barrier.held = (ack.round, nextEpoch)
-                barrier.outstanding = ack.round
-                barrier.answered.insert(ack.round)
-                held = [.arm(.barrierHold(epoch: nextEpoch), afterMilliseconds: configuration.barrierRoundMilliseconds)]
-            }
+            let held = resumeHold()
             // A device alone triggers its own rounds (DESIGN §6); every device checks
             // the anchor at launch (a restore is a relaunch).
             let alone = peers.isEmpty ? considerRound() : []
             return held + advertiseToAll() + [.arm(.advertise, afterMilliseconds: configuration.advertiseIntervalMilliseconds)] + alone + checkAnchor()
                 + attemptDeliveries()
         case .timer(.advertise):
-            return advertiseToAll() + [.arm(.advertise, afterMilliseconds: configuration.advertiseIntervalMilliseconds)]
+            // An ack that could not be read at start is tried again first.
+            let held = barrier.ackUnreadable == nil ? [] : resumeHold()
+            return held + advertiseToAll() + [.arm(.advertise, afterMilliseconds: configuration.advertiseIntervalMilliseconds)]
         case .localChange:
             return noteChange() + considerRound()
         case .timer(.changeDebounce):
@@ -204,6 +198,37 @@ public struct FleetNode {
         case .timer(.barrierHold(let epoch)):
             return barrierHoldExpired(epoch: epoch)
         }
+    }
+
+    /// An ack recorded before a crash still awaits its commit: the hold goes on.
+    /// If the ack cannot be read, the device cannot tell whether it is in a hold:
+    /// it holds records, acks and opens no round, and says so, until a later
+    /// try reads it (G5: nothing decided on a guess).
+    private mutating func resumeHold() -> [FleetOutput] {
+        let ack: BarrierAck?
+        do {
+            ack = try replica.lastAck()
+        } catch {
+            let first = barrier.ackUnreadable == nil
+            barrier.ackUnreadable = "\(error)"
+            guard first else { return [] }
+            return [
+                .log(FleetEvent(
+                    kind: .storageFailed, peer: nil, namespace: nil,
+                    message: "could not read the ack recorded before the restart (\(error)); no records taken in and no round until it can be read, tried again at each advertisement"))
+            ]
+        }
+        let wasUnreadable = barrier.ackUnreadable != nil
+        barrier.ackUnreadable = nil
+        var outputs: [FleetOutput] = []
+        if let ack, ack.generation > replica.generation {
+            nextEpoch += 1
+            barrier.held = (ack.round, nextEpoch)
+            barrier.outstanding = ack.round
+            barrier.answered.insert(ack.round)
+            outputs = [.arm(.barrierHold(epoch: nextEpoch), afterMilliseconds: configuration.barrierRoundMilliseconds)]
+        }
+        return outputs + (wasUnreadable ? considerRound() : [])
     }
 
     /// Replaces the roster (join and revoke arrive this way, from the account's
@@ -309,7 +334,15 @@ public struct FleetNode {
                 outputs += logOnce(.undeclaredNamespace, peer: peer, namespace: declaration.name, "peer does not advertise this namespace; declare it on every device")
                 continue
             }
-            guard let mine = try? replica.digest(of: declaration.name) else { continue }
+            let mine: Hash32
+            do {
+                mine = try replica.digest(of: declaration.name)
+            } catch {
+                // Unread is not equal: no round may start on it.
+                allEqual = false
+                outputs += logOnce(.storageFailed, peer: peer, namespace: declaration.name, "could not read this namespace's digest: \(error)")
+                continue
+            }
             guard mine != root else {
                 if declaration.kind == .messages, agreed(on: declaration.name) { agreedWhileWaiting = true }
                 continue
@@ -351,7 +384,7 @@ public struct FleetNode {
     /// Between its ack (or, leading, its proposal) and the round's end, a device
     /// applies no sibling's records (``BarrierState/held``): it starts no reconcile
     /// and answers reconcile steps with an empty one that ends the peer's session.
-    var isHoldingRecords: Bool { barrier.round != nil || barrier.held != nil }
+    var isHoldingRecords: Bool { barrier.round != nil || barrier.held != nil || barrier.ackUnreadable != nil }
 
     private mutating func receive(_ message: ReconcileMessage, from peer: DeviceID) -> [FleetOutput] {
         guard !isHoldingRecords else {

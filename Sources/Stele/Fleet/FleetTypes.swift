@@ -166,6 +166,11 @@ public struct FleetEvent: Sendable, Equatable, CustomStringConvertible {
         /// Ops owed to a contact wait: a sibling may hold them, and may have deleted
         /// them, so they go once this device has agreed with a sibling again.
         case deliveryWaits
+        /// A read of this device's own store failed where the answer decides what
+        /// is safe (its recorded ack, a digest): the step stopped and decided
+        /// nothing on a guess (G5); the message says what failed and when it is
+        /// tried again.
+        case storageFailed
     }
 
     public let kind: Kind

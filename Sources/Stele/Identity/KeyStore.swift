@@ -80,8 +80,10 @@ public struct KeyRing: Sendable, Equatable {
 }
 
 /// Where a device's ``KeyRing`` lives: the platform keychain in an app; a file
-/// (``FileKeyStore``) or memory (``MemoryKeyStore``) here.
-public protocol KeyStore: AnyObject {
+/// (``FileKeyStore``) or memory (``MemoryKeyStore``) here. It keeps the device's
+/// ``StampFloor`` too (``StampFloorStore``): give the store to the replica's
+/// ``Replica/Options/stampFloor`` so a restored replica never issues a stamp twice.
+public protocol KeyStore: StampFloorStore {
     /// The ring, or `nil` when this device has none yet (a new device).
     /// - Throws: ``KeyStoreError``.
     func load() throws -> KeyRing?
@@ -91,11 +93,37 @@ public protocol KeyStore: AnyObject {
 
 /// A key ring in one file, readable by its owner only (mode 0600), replaced
 /// whole through a temporary file and a rename. Keep it out of the directory
-/// whose backups restore the replica.
+/// whose backups restore the replica. The stamp floor lives beside it, in
+/// ``floorPath``: it changes far more often than the ring (about once a second
+/// while the device writes), and apart the two never race.
 public final class FileKeyStore: KeyStore {
     public let path: String
+    /// Where the stamp floor is kept: the ring's path with `-floor` appended.
+    public var floorPath: String { path + "-floor" }
 
     public init(path: String) { self.path = path }
+
+    public func loadStampFloor() throws -> StampFloor? {
+        guard FileManager.default.fileExists(atPath: floorPath) else { return nil }
+        guard let data = FileManager.default.contents(atPath: floorPath) else {
+            throw KeyStoreError(.unavailable, "cannot read the stamp floor at \(floorPath); check its permissions")
+        }
+        do {
+            return try StampFloor(decoding: [UInt8](data))
+        } catch let error as KeyStoreError {
+            throw KeyStoreError(
+                error.code,
+                "\(floorPath): \(error.message); move it aside to go on (the device may then reuse stamps it issued since its replica's last backup)")
+        }
+    }
+
+    public func saveStampFloor(_ floor: StampFloor) throws {
+        do {
+            try AtomicFile.replace(floorPath, with: floor.encoded, permissions: 0o600)
+        } catch {
+            throw KeyStoreError(.unavailable, "cannot write the stamp floor at \(floorPath): \(error.message); the previous one is unchanged")
+        }
+    }
 
     public func load() throws -> KeyRing? {
         guard FileManager.default.fileExists(atPath: path) else { return nil }
@@ -122,11 +150,27 @@ public final class FileKeyStore: KeyStore {
 /// replica's restores as a keychain would.
 public final class MemoryKeyStore: KeyStore {
     private var ring: KeyRing?
+    private var floor: StampFloor?
 
     public init(_ ring: KeyRing? = nil) { self.ring = ring }
 
     public func load() throws -> KeyRing? { ring }
     public func save(_ ring: KeyRing) throws { self.ring = ring }
+    public func loadStampFloor() throws -> StampFloor? { floor }
+    public func saveStampFloor(_ floor: StampFloor) throws { self.floor = floor }
+
+    /// A copy of what the store holds now (the simulator backs up a keychain with it).
+    public func copy() -> MemoryKeyStore {
+        let copy = MemoryKeyStore(ring)
+        copy.floor = floor
+        return copy
+    }
+
+    /// Replaces what the store holds with another store's (a keychain restored from a backup).
+    public func replaceContents(with other: MemoryKeyStore) {
+        ring = other.ring
+        floor = other.floor
+    }
 }
 
 /// A key ring that cannot be used.

@@ -18,6 +18,13 @@ public final class Replica {
         public var readOnly: Bool
         /// SQLite failures to force (tests and the simulator).
         public var faults: SQLiteFaultPlan?
+        /// Where the device's ``StampFloor`` is kept: its ``KeyStore``, outside the
+        /// replica file and its backups. With one, a replica restored from a backup
+        /// never issues a counter or a stamp it issued before (``StampFloor``);
+        /// without one (`nil`), it may, and recovery may then take writes made right
+        /// after the restore as seen by the fleet. Every handle and process that
+        /// writes the file must share the same store.
+        public var stampFloor: (any StampFloorStore)?
         /// Off only to measure what digest maintenance costs; a store written without
         /// it cannot sync until reopened with it on (its digests are rebuilt at open).
         @_spi(Benchmarks) public var maintainsDigests = true
@@ -26,12 +33,14 @@ public final class Replica {
             clock: any WallClock = SystemWallClock(),
             random: any RandomNumberGenerator = SystemRandomNumberGenerator(),
             readOnly: Bool = false,
-            faults: SQLiteFaultPlan? = nil
+            faults: SQLiteFaultPlan? = nil,
+            stampFloor: (any StampFloorStore)? = nil
         ) {
             self.clock = clock
             self.random = random
             self.readOnly = readOnly
             self.faults = faults
+            self.stampFloor = stampFloor
         }
     }
 
@@ -54,13 +63,13 @@ public final class Replica {
     let feed = ChangeFeed()
 
     /// The last own counter used (hybrid: DESIGN §4 "Version vectors").
-    private(set) var ownCounter: UInt64
+    var ownCounter: UInt64
     /// The last tombstone sequence number used (``nextTombstoneSequence()``).
     private(set) var tombstoneSequence: UInt64
     /// Every tombstone at or below this sequence number has been collected
     /// (`barrier.collected_through`, kept in memory: rounds consult it on every change).
     var collectedThrough: UInt64 = 0
-    private(set) var hybridClock: HybridClock
+    var hybridClock: HybridClock
     private var countersDirty = false
     var devices: DeviceTable
     var declared: [String: NamespaceDeclaration]
@@ -76,6 +85,10 @@ public final class Replica {
     /// Whether writes maintain digests: always, except for the benchmark that
     /// measures what maintaining them costs (`sync.digest_overhead`).
     let maintainsDigests: Bool
+    /// Where the stamp floor is kept, and the floor known to be saved there
+    /// (``Replica+StampFloor.swift``).
+    let floorStore: (any StampFloorStore)?
+    var reservedFloor: StampFloor?
     private var pendingEvents: [ChangeEvent] = []
     private var observers: [(ChangeEvent) -> Void] = []
     /// The storage error of an operation that failed inside the open batch.
@@ -96,6 +109,7 @@ public final class Replica {
         self.hybridClock = HybridClock(last: identity.clock)
         self.isReadOnly = options.readOnly
         self.maintainsDigests = options.maintainsDigests
+        self.floorStore = options.readOnly ? nil : options.stampFloor
         self.clock = options.clock
         self.random = options.random
         self.devices = try DeviceTable.load(connection)
@@ -104,6 +118,7 @@ public final class Replica {
         guard devices.index(of: device) == DeviceTable.ownIndex else {
             throw ReplicaError(.corrupt, "the store's device table does not list its own device first; the file is damaged")
         }
+        try startAboveStampFloor()
         try rebuildDigests()
     }
 
@@ -351,6 +366,8 @@ public final class Replica {
     }
 
     private func persistCounters() throws {
+        // Nothing issued here may leave this transaction before the floor covers it.
+        try reserveStampFloorIfNeeded()
         try connection.execute(
             "UPDATE replica SET own_counter = ?, clock = ?, tombstone_seq = ? WHERE id = 1",
             [.integer(Int64(ownCounter)), .integer(Int64(bitPattern: hybridClock.last.rawValue)), .integer(Int64(tombstoneSequence))])

@@ -12,6 +12,7 @@ public struct ReplicaError: Error, Sendable, CustomStringConvertible {
             case kindMismatch, undeclaredNamespace, invalidName, limitExceeded
             case appendOnlyIsFinal, groupBuried, invalidRecord, notDecodable, readOnly
             case messageExists, messageMissing, messageDeleted, notAuthor, conversationMismatch
+            case stampFloorUnavailable
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -59,6 +60,10 @@ public struct ReplicaError: Error, Sendable, CustomStringConvertible {
         public static let notDecodable = Code(.notDecodable)
         /// A write to a store opened read-only.
         public static let readOnly = Code(.readOnly)
+        /// The key store could not record the stamp floor (``StampFloor``), so the
+        /// write was not made: without it, a restore could make the device issue
+        /// a stamp twice.
+        public static let stampFloorUnavailable = Code(.stampFloorUnavailable)
 
         public var description: String { value.rawValue }
     }

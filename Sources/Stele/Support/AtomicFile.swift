@@ -21,6 +21,15 @@ enum AtomicFile {
             guard rename(temporary, path) == 0 else {
                 throw AtomicFileError(message: "cannot move the new file into place at \(path): \(String(cString: strerror(errno)))")
             }
+            // The rename itself is durable only once the directory is flushed: until
+            // then a power cut may bring the old file back.
+            let directory = open((path as NSString).deletingLastPathComponent.isEmpty ? "." : (path as NSString).deletingLastPathComponent, O_RDONLY)
+            if directory >= 0 {
+                defer { close(directory) }
+                guard fsync(directory) == 0 else {
+                    throw AtomicFileError(message: "cannot flush the directory of \(path): \(String(cString: strerror(errno)))")
+                }
+            }
         } catch {
             try? FileManager.default.removeItem(atPath: temporary)
             if let error = error as? AtomicFileError { throw error }

@@ -220,11 +220,13 @@ struct ParseState {
             backups.insert(words[3])
             return .backup(device: words[1], label: words[3])
         case "restore":
-            try arity(words, 4, "restore D from NAME")
-            guard words[2] == "from" else { throw Message("write: restore D from NAME") }
+            // Added: `restore D from NAME with keys` rolls the key store back too (the stamp floor's limit).
+            let form = "restore D from NAME [with keys]"
+            guard words.count == 4 || (words.count == 6 && words[4] == "with" && words[5] == "keys") else { throw Message("write: \(form)") }
+            guard words[2] == "from" else { throw Message("write: \(form)") }
             try device(words[1])
             guard backups.contains(words[3]) else { throw Message("no backup named \(words[3]) above; take it first with backup D as \(words[3])") }
-            return .restore(device: words[1], label: words[3])
+            return .restore(device: words[1], label: words[3], withKeys: words.count == 6)
         case "crash":
             try arity(words, 2, "crash D")
             try device(words[1])

@@ -19,7 +19,9 @@ public enum Statement: Sendable, Equatable {
     case advance(Int64)
     case gc(Bool)
     case backup(device: String, label: String)
-    case restore(device: String, label: String)
+    /// `restore D from NAME`; added: `... with keys`, the key store (and its
+    /// stamp floor) rolled back with the replica.
+    case restore(device: String, label: String, withKeys: Bool)
     case crash(String)
     case anchor(AnchorAction)
     /// Added: skews a device's wall clock (`skew D 5m`, `skew D -2h`).
