@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 import TestSupport
 @testable import Stele
@@ -16,7 +17,9 @@ import TestSupport
             key: "note-1", vector: VersionVector([a: 1_700_000_000_005, b: 3]),
             versions: [
                 CausalVersion(dot: Dot(device: a, counter: 1_700_000_000_005), timestamp: HybridTimestamp(milliseconds: 1_700_000_000_005, logical: 0), value: "hi".bytes),
-                CausalVersion(dot: Dot(device: b, counter: 3), timestamp: HybridTimestamp(milliseconds: 1_700_000_000_001, logical: 2), value: [0, 255]),
+                CausalVersion(
+                    dot: Dot(device: b, counter: 3), timestamp: HybridTimestamp(milliseconds: 1_700_000_000_001, logical: 2), value: [0, 255],
+                    context: VersionVector([b: 3])),
             ])
         let tombstone = CausalRecord.tombstone(key: "note-0", vector: VersionVector([a: 1_700_000_000_009]))
         _ = generator.next()
@@ -35,6 +38,18 @@ import TestSupport
                     ])),
             ],
             records: [.causal(causal)], wants: [Array("x".utf8), Array("xy".utf8)])
+    }
+
+    /// The fuzzers' seed corpus (`Fuzz/frames`) holds frames of this build's
+    /// format: a seed the decoder refuses at its first byte would fuzz nothing.
+    @Test func theFuzzSeedsAreFramesOfThisFormat() throws {
+        let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Fuzz/frames").standardized
+        let seeds = try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted()
+        #expect(seeds.count >= 5)
+        for seed in seeds {
+            let bytes = [UInt8](try Data(contentsOf: folder.appendingPathComponent(seed)))
+            #expect(throws: Never.self, "\(seed)") { try FrameCodec.decode(bytes) }
+        }
     }
 
     @Test func anAdvertisementRoundTripsWithTheGenerationLastAsEightBigEndianBytes() throws {

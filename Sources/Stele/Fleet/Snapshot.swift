@@ -18,7 +18,9 @@ public struct Snapshot: Sendable, Equatable {
     public let namespaces: [ReconcileMessage]
 
     static let magic = Array("STELESNP".utf8)
-    static let format: UInt8 = 1
+    /// 2: causal versions carry their contexts. Format 1 (an anchor written by an
+    /// older build) still reads, its versions without contexts.
+    static let format: UInt8 = 2
 
     /// Reads every live record of every replicated namespace.
     static func take(of replica: Replica, generation: UInt64, knowledge: Knowledge) throws -> Snapshot {
@@ -52,14 +54,14 @@ public struct Snapshot: Sendable, Equatable {
             throw CodecError(.valueOutOfRange, "the bytes are not a Stele snapshot")
         }
         let format = try reader.readByte("snapshot format")
-        guard format == Self.format else { throw CodecError(.unknownVersion, "snapshot format \(format) is not known to this build") }
+        guard (1...Self.format).contains(format) else { throw CodecError(.unknownVersion, "snapshot format \(format) is not known to this build") }
         generation = try reader.readVarint("snapshot generation")
         knowledge = try Knowledge(from: &reader)
         let count = try reader.readItemCount("snapshot namespaces", maximum: WireLimits.maximumNamespaces)
         var namespaces: [ReconcileMessage] = []
         for index in 0..<count {
             var body = ByteReader(try reader.readByteArray("snapshot namespace \(index)", maximumBytes: AnchorFile.maximumCount))
-            let message = try ReconcileCodec.decode(&body)
+            let message = try ReconcileCodec.decode(&body, readsContexts: format >= 2)
             try body.expectEnd("snapshot namespace \(index)")
             namespaces.append(message)
         }

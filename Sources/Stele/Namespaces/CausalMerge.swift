@@ -23,25 +23,33 @@ enum CausalMerge {
         guard let local else {
             return Decision(store: remote, outcome: MergeOutcome(remote.isTombstone ? .recorded : .inserted))
         }
-        let localDots = Set(local.versions.map(\.dot))
-        let remoteDots = Set(remote.versions.map(\.dot))
-        var keptLocal = local.versions.filter { remoteDots.contains($0.dot) || !remote.vector.covers($0.dot) }
-        var addedRemote = remote.versions.filter { !localDots.contains($0.dot) && !local.vector.covers($0.dot) }
+        // Contexts spelled out against each side's own vector: the merged one differs.
+        let localVersions = local.versions.map { $0.resolved(in: local.vector) }
+        let remoteVersions = remote.versions.map { $0.resolved(in: remote.vector) }
+        let localDots = Set(localVersions.map(\.dot))
+        let remoteDots = Set(remoteVersions.map(\.dot))
+        var keptLocal = localVersions.filter { remoteDots.contains($0.dot) || !remote.vector.covers($0.dot) }
+        var addedRemote = remoteVersions.filter { !localDots.contains($0.dot) && !local.vector.covers($0.dot) }
         var collision: (kept: CausalVersion, lost: CausalVersion)?
-        // Two different writes under one dot: a device restored from a backup
-        // reissued a counter it had used before the restore, which happens only
-        // when its counter ran ahead of its wall clock (a burst of writes, or a
-        // clock set back) and the writes after the restore came before it heard
-        // from a sibling holding the lost ones. Left alone, each side would keep
+        // Two different writes under one dot: a device reissued a counter it had
+        // used before, which the stamp floor rules out except at its stated limit
+        // (the replica and its key store restored together from one backup,
+        // ``StampFloor``), or for a device that keeps no floor. Left alone, each side would keep
         // its own version and the two would never converge; both sides keep the
         // one that reads would show (the later write stamp), and the other is
         // reported, never dropped silently.
-        for lost in keptLocal where remoteDots.contains(lost.dot) {
-            guard let theirs = remote.versions.first(where: { $0.dot == lost.dot }), theirs != lost else { continue }
+        for (index, lost) in keptLocal.enumerated().reversed() where remoteDots.contains(lost.dot) {
+            guard let theirs = remoteVersions.first(where: { $0.dot == lost.dot }) else { continue }
+            guard !theirs.isSameWrite(as: lost) else {
+                // One write: its context is what it saw, the smaller of two accounts
+                // of it (a row stored before contexts were kept knows only its vector).
+                if let mine = lost.context, let other = theirs.context, other.compare(mine) == .dominated { keptLocal[index] = theirs }
+                continue
+            }
             let kept = CausalRecord.shownFirst(theirs, lost) ? theirs : lost
-            let beaten = kept == theirs ? lost : theirs
-            keptLocal.removeAll { $0 == beaten }
-            if kept == theirs { addedRemote.append(theirs) }
+            let beaten = kept.isSameWrite(as: theirs) ? lost : theirs
+            keptLocal.removeAll { $0.isSameWrite(as: beaten) && $0.dot == beaten.dot }
+            if kept.isSameWrite(as: theirs) { addedRemote.append(theirs) }
             collision = (kept, beaten)
         }
         let merged = CausalRecord(key: local.key, vector: local.vector.merged(with: remote.vector), versions: keptLocal + addedRemote)
@@ -57,7 +65,7 @@ enum CausalMerge {
             case (nil, nil): .recorded
             case (nil, _?): .inserted
             case (_?, nil): .deleted
-            case let (old?, new?): old == new ? .recorded : .updated
+            case let (old?, new?): old.isSameWrite(as: new) ? .recorded : .updated
             }
         if let collision { return Decision(store: merged, outcome: MergeOutcome(effect, conflict: lost(collision.lost))) }
         return Decision(store: merged, outcome: MergeOutcome(effect, conflict: conflict(local, remote, keptLocal, addedRemote, after)))
@@ -76,8 +84,10 @@ enum CausalMerge {
         if remote.isTombstone && !keptLocal.isEmpty {
             return Conflict(resolution: .deleteLostToEdit, lostValue: nil, losingDevice: nil)
         }
-        // An edit that saw the delete revives the key; only one that had not is a conflict.
-        if local.isTombstone && !addedRemote.isEmpty && remote.vector.compare(local.vector) == .concurrent {
+        // An edit that saw the delete revives the key; only one that had not is a
+        // conflict. Its own context says which, whatever the remote side merged
+        // since (its vector may cover the delete it never saw).
+        if local.isTombstone && addedRemote.contains(where: { !$0.saw(local.vector, recordVector: remote.vector) }) {
             return Conflict(resolution: .deleteLostToEdit, lostValue: nil, losingDevice: nil)
         }
         // Concurrent edits from both sides now stand side by side: one is hidden.

@@ -104,7 +104,7 @@ public struct CausalNamespace: KeyValueNamespace {
             let update = try statement(
                 .updateLive,
                 """
-                UPDATE \(table) SET vv = ?1, value = ?2, ts = ?3, writer = ?4, dot = ?5, leaf = ?6, siblings = NULL, tombstoned = 0, seq = NULL
+                UPDATE \(table) SET vv = ?1, value = ?2, ts = ?3, writer = ?4, dot = ?5, leaf = ?6, siblings = NULL, tombstoned = 0, seq = NULL, contexts = NULL
                 WHERE key = ?7
                 """)
             try bindLiveRow(update, vector: vector.bytes, version: version, leaf: leaf, key: key)
@@ -216,7 +216,7 @@ public struct CausalNamespace: KeyValueNamespace {
 
     // MARK: - Storage
 
-    private static let columns = "key, vv, value, ts, writer, dot, siblings, leaf"
+    private static let columns = "key, vv, value, ts, writer, dot, siblings, leaf, contexts"
 
     private func storedRecord(_ key: String) throws -> (record: CausalRecord, leaf: Leaf?)? {
         let statement = try statement(.record, "SELECT \(Self.columns) FROM \(table) WHERE key = ?1")
@@ -236,9 +236,15 @@ public struct CausalNamespace: KeyValueNamespace {
         let shown = CausalVersion(
             dot: Dot(device: try replica.devices.id(at: row.int64(4)), counter: UInt64(row.int64(5))),
             timestamp: HybridTimestamp(rawValue: UInt64(row.int64(3))), value: value)
-        let others = try row.optionalBlob(6).map { try replica.loadVersions($0) } ?? []
+        var versions = [shown] + (try row.optionalBlob(6).map { try replica.loadVersions($0) } ?? [])
+        if let stored = row.optionalBlob(8) {
+            let contexts = try replica.loadContexts(stored)
+            versions = versions.map { version in
+                CausalVersion(dot: version.dot, timestamp: version.timestamp, value: version.value, context: contexts[version.dot])
+            }
+        }
         let leaf = replica.maintainsDigests ? try replica.storedLeaf(row.optionalBlob(7), "row \(key) of \(name)") : nil
-        return (CausalRecord(key: key, vector: vector, versions: [shown] + others), leaf)
+        return (CausalRecord(key: key, vector: vector, versions: versions), leaf)
     }
 
     /// Stores a merged record over `previous`, keeping the digest in step.
@@ -255,10 +261,10 @@ public struct CausalNamespace: KeyValueNamespace {
         let statement = try statement(
             .upsert,
             """
-            INSERT INTO \(table) (key, vv, value, ts, writer, dot, siblings, leaf, tombstoned) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0)
+            INSERT INTO \(table) (key, vv, value, ts, writer, dot, siblings, leaf, tombstoned, contexts) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 0, ?9)
             ON CONFLICT (key) DO UPDATE SET
                 vv = excluded.vv, value = excluded.value, ts = excluded.ts, writer = excluded.writer,
-                dot = excluded.dot, siblings = excluded.siblings, leaf = excluded.leaf, tombstoned = 0, seq = NULL
+                dot = excluded.dot, siblings = excluded.siblings, leaf = excluded.leaf, tombstoned = 0, seq = NULL, contexts = excluded.contexts
             """)
         try statement.bind(1, record.key)
         try statement.bind(2, vector)
@@ -269,6 +275,7 @@ public struct CausalNamespace: KeyValueNamespace {
         let others = record.versions.filter { $0.dot != shown.dot }
         if others.isEmpty { try statement.bindNull(7) } else { try statement.bind(7, try replica.storedVersions(others)) }
         if let leaf { try leaf.withBytes { try statement.bind(8, rawBytes: $0) } } else { try statement.bindNull(8) }
+        if let contexts = try replica.storedContexts(record.versions) { try statement.bind(9, contexts) } else { try statement.bindNull(9) }
         try statement.step()
         if let leaf { replica.recordLeaf(declaration, key: keyBytes, leaf: leaf, added: true) }
     }

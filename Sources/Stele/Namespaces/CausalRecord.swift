@@ -1,14 +1,45 @@
 /// One live version of a `causal` row: a value, the dot of the write that made
-/// it, and the write's hybrid timestamp.
+/// it, the write's hybrid timestamp, and its causal context: the history the
+/// write had seen when it was made.
+///
+/// The context travels with the version (beyond the seed; issue 14): a record's
+/// vector is the merged history of everything that reached the row, so once the
+/// editing side has merged a delete, the vector covers the delete although the
+/// edit never saw it. Only the version's own context tells a device holding that
+/// delete whether the edit saw it (nothing to report) or not (the delete lost:
+/// a conflict, 000 §5), in every arrival order.
 public struct CausalVersion: Sendable, Equatable {
     public let dot: Dot
     public let timestamp: HybridTimestamp
     public let value: [UInt8]
+    /// What the write had seen, when it is less than its record's vector;
+    /// `nil` means "its record's vector" (a version nothing was merged past
+    /// since it was written, and rows stored before contexts were kept).
+    public let context: VersionVector?
 
-    public init(dot: Dot, timestamp: HybridTimestamp, value: [UInt8]) {
+    public init(dot: Dot, timestamp: HybridTimestamp, value: [UInt8], context: VersionVector? = nil) {
         self.dot = dot
         self.timestamp = timestamp
         self.value = value
+        self.context = context
+    }
+
+    /// The same write, with its context spelled out against `vector` (its record's).
+    func resolved(in vector: VersionVector) -> CausalVersion {
+        context == nil ? CausalVersion(dot: dot, timestamp: timestamp, value: value, context: vector) : self
+    }
+
+    /// Whether this is the same write as `other` (its context aside).
+    func isSameWrite(as other: CausalVersion) -> Bool {
+        dot == other.dot && timestamp == other.timestamp && value == other.value
+    }
+
+    /// Whether the write had seen everything `history` holds.
+    func saw(_ history: VersionVector, recordVector: VersionVector) -> Bool {
+        switch (context ?? recordVector).compare(history) {
+        case .equal, .dominates: true
+        case .dominated, .concurrent: false
+        }
     }
 
     /// Orders concurrent versions for display: later timestamp, then larger device id.
@@ -39,9 +70,14 @@ public struct CausalRecord: Sendable, Equatable {
     public init(key: String, vector: VersionVector, versions: [CausalVersion]) {
         self.key = key
         self.vector = vector
+        // A context equal to the record's vector is written as none, so two devices
+        // holding the same record hold it alike.
+        let normalized = versions.map { version in
+            version.context == vector ? CausalVersion(dot: version.dot, timestamp: version.timestamp, value: version.value) : version
+        }
         // Almost always zero or one version, already in order: sort only if not.
-        let inOrder = zip(versions, versions.dropFirst()).allSatisfy { $0.dot < $1.dot }
-        self.versions = inOrder ? versions : versions.sorted { $0.dot < $1.dot }
+        let inOrder = zip(normalized, normalized.dropFirst()).allSatisfy { $0.dot < $1.dot }
+        self.versions = inOrder ? normalized : normalized.sorted { $0.dot < $1.dot }
     }
 
     /// A tombstone: the history, no live version.
@@ -84,6 +120,12 @@ public struct CausalRecord: Sendable, Equatable {
             try version.stamp.validate(label)
             guard version.dot.counter > 0, vector.covers(version.dot) else {
                 throw ReplicaError(.invalidRecord, "\(label): version \(version.dot) is not covered by its vector \(vector)")
+            }
+            if let context = version.context {
+                // A write saw itself, and nothing its record has not.
+                guard context.covers(version.dot), [.dominated, .equal].contains(context.compare(vector)) else {
+                    throw ReplicaError(.invalidRecord, "\(label): version \(version.dot) has a context \(context) outside its vector \(vector)")
+                }
             }
             if index > 0 && versions[index - 1].dot.device == version.dot.device {
                 throw ReplicaError(.invalidRecord, "\(label): two versions from one device \(version.dot.device); a later write covers an earlier one")

@@ -47,7 +47,9 @@ extension NamespaceKind {
         case .causal:
             // The row and its RowVersion bookkeeping in one cell (000 §4).
             // value/ts/writer/dot are the version reads show; concurrent versions
-            // that also survive sit in siblings (rare). A tombstone keeps key and
+            // that also survive sit in siblings (rare). `contexts`: what each version
+            // had seen, for the versions a merge carried past it (rare; NULL when
+            // every version saw exactly the row's vector). A tombstone keeps key and
             // vector only: everything else is NULL. Only the two checks
             // that keep reads honest run on every write: each CHECK costs a few
             // percent of `local.delete`, and the decoder rejects the rest (a live
@@ -64,6 +66,7 @@ extension NamespaceKind {
                 leaf BLOB,
                 tombstoned INTEGER NOT NULL CHECK (tombstoned IN (0, 1)),
                 seq INTEGER,
+                contexts BLOB,
                 CHECK ((tombstoned = 1) = (value IS NULL))
             ) WITHOUT ROWID;
             """

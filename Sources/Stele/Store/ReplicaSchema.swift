@@ -89,5 +89,15 @@ enum ReplicaSchema {
                 );
                 """)
         },
+        Migration(version: 4, name: "what each causal version had seen") { connection in
+            // A version's causal context, kept where it is less than the row's
+            // vector, so a device holding a delete can tell an edit that saw it from
+            // one that did not in every arrival order (``CausalVersion/context``).
+            // Rows stored before know only their vector: NULL, the vector.
+            let tables = try connection.query("SELECT id FROM namespaces WHERE kind = 'causal'") { $0.int64(0) }
+            for id in tables {
+                try connection.executeScript("ALTER TABLE \(NamespaceKind.causal.tableName(id: id)) ADD COLUMN contexts BLOB")
+            }
+        },
     ])
 }

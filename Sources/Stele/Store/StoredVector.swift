@@ -168,3 +168,41 @@ extension Replica {
         }
     }
 }
+
+/// The on-disk form of the versions' causal contexts (``CausalVersion/context``),
+/// for the versions whose context is less than the row's vector: a varint
+/// count, then per version its dot (the writer's local index and the counter)
+/// and the context as a length-prefixed stored vector.
+extension Replica {
+    func storedContexts(_ versions: [CausalVersion]) throws -> [UInt8]? {
+        let withContext = versions.compactMap { version in version.context.map { (version.dot, $0) } }
+        guard !withContext.isEmpty else { return nil }
+        var writer = ByteWriter()
+        writer.appendVarint(UInt64(withContext.count))
+        for (dot, context) in withContext {
+            writer.appendVarint(UInt64(try devices.intern(dot.device, connection)))
+            writer.appendVarint(dot.counter)
+            writer.appendBytes(try storedVector(context))
+        }
+        return writer.bytes
+    }
+
+    func loadContexts(_ bytes: [UInt8]) throws -> [Dot: VersionVector] {
+        do {
+            var reader = ByteReader(bytes)
+            let count = try reader.readCount("stored contexts", maximum: CausalRecord.maximumVersions)
+            var contexts: [Dot: VersionVector] = [:]
+            for _ in 0..<count {
+                let index = try reader.readVarint("stored context writer")
+                let counter = try reader.readVarint("stored context counter")
+                guard index <= UInt64(Int64.max) else { throw CodecError(.valueOutOfRange, "stored context writer out of range") }
+                let vector = try reader.readByteArray("stored context", maximumBytes: 1 << 20)
+                contexts[Dot(device: try devices.id(at: Int64(index)), counter: counter)] = try loadVector(vector)
+            }
+            try reader.expectEnd("stored contexts")
+            return contexts
+        } catch let error as CodecError {
+            throw ReplicaError(.corrupt, "a row's stored causal contexts are damaged; sync must stop until the store is repaired", cause: error)
+        }
+    }
+}

@@ -13,7 +13,10 @@
 /// A decoder never traps on input: short, oversized or malformed bytes throw
 /// ``CodecError`` and nothing else happens.
 public enum FrameCodec {
-    public static let formatVersion: UInt8 = 1
+    /// 2: causal versions carry their causal context (issue 14). A device of an
+    /// older format refuses these frames, and its own are refused here: every
+    /// device of an account updates together.
+    public static let formatVersion: UInt8 = 2
 
     enum FrameType: UInt8 {
         case advertisement = 1

@@ -41,7 +41,9 @@ enum ReconcileCodec {
         }
     }
 
-    static func decode(_ reader: inout ByteReader) throws -> ReconcileMessage {
+    /// - Parameter readsContexts: whether causal versions carry their contexts
+    ///   (frame and snapshot format 2; `false` for a format 1 snapshot).
+    static func decode(_ reader: inout ByteReader, readsContexts: Bool = true) throws -> ReconcileMessage {
         let session = try reader.readVarint("session")
         let namespace = try reader.readString("namespace", maximumBytes: Limits.maximumNamespaceNameLength)
         let code = try reader.readByte("namespace kind")
@@ -59,7 +61,7 @@ enum ReconcileCodec {
             devices.append(try DeviceID(bytes: try reader.readBytes(DeviceID.byteCount, "device \(index)")))
         }
         guard Set(devices).count == devices.count else { throw CodecError(.notCanonical, "a device is named twice in one frame") }
-        var records = RecordReader(devices: devices)
+        var records = RecordReader(devices: devices, readsContexts: readsContexts)
         let tombstones = flags & Flag.tombstones.rawValue != 0 ? try records.records(of: kind, &reader) : nil
         let ranges = try readRanges(&reader)
         // Records continue the tombstones' delta state, as they were written.

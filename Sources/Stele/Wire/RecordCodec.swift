@@ -71,6 +71,19 @@ struct RecordWriter {
                 writer.appendVarint(record.vector[version.dot.device] - version.dot.counter)
                 appendStamp(WriteStamp(timestamp: version.timestamp, writer: version.dot.device), &writer)
                 writer.appendBytes(version.value)
+                // The version's context, as the vector's entries it lies below (frame
+                // format 2): a count (usually zero), then per entry its position in the
+                // vector and how far below it the context is (the whole counter: absent).
+                let lowered = version.context.map { context in
+                    record.vector.entries.enumerated().compactMap { position, entry in
+                        context[entry.device] < entry.counter ? (position, entry.counter - context[entry.device]) : nil
+                    }
+                } ?? []
+                writer.appendVarint(UInt64(lowered.count))
+                for (position, distance) in lowered {
+                    writer.appendVarint(UInt64(position))
+                    writer.appendVarint(distance)
+                }
             }
         case .lww(let record):
             appendKey(Array(record.key.utf8), &writer)
@@ -144,14 +157,38 @@ struct RecordWriter {
 /// must satisfy before it reaches a merge function.
 struct RecordReader {
     let devices: [DeviceID]
+    /// Whether causal versions carry their contexts (frame and snapshot format 2;
+    /// a snapshot of format 1, in an anchor written before, has none).
+    let readsContexts: Bool
     /// The last counter read per device index.
     private var lastCounter: [UInt64]
     private var lastTimestamp: UInt64 = 0
     private var lastKey: [UInt8] = []
 
-    init(devices: [DeviceID]) {
+    init(devices: [DeviceID], readsContexts: Bool = true) {
         self.devices = devices
+        self.readsContexts = readsContexts
         lastCounter = Array(repeating: 0, count: devices.count)
+    }
+
+    /// A version's context: `vector` lowered at the entries listed.
+    private func context(below vector: VersionVector, _ reader: inout ByteReader) throws -> VersionVector? {
+        let count = try reader.readItemCount("context entries", maximum: vector.entries.count)
+        guard count > 0 else { return nil }
+        var counters = Dictionary(uniqueKeysWithValues: vector.entries.map { ($0.device, $0.counter) })
+        var previous = -1
+        for _ in 0..<count {
+            let position = try reader.readVarint("context entry")
+            guard position < UInt64(vector.entries.count), Int(position) > previous else {
+                throw CodecError(.notCanonical, "context entries are outside the vector or not in increasing order")
+            }
+            previous = Int(position)
+            let entry = vector.entries[Int(position)]
+            let distance = try reader.readVarint("context distance")
+            guard distance >= 1, distance <= entry.counter else { throw CodecError(.valueOutOfRange, "a context lies outside its vector") }
+            counters[entry.device] = entry.counter - distance
+        }
+        return VersionVector(counters.filter { $0.value > 0 })
     }
 
     private func device(_ reader: inout ByteReader) throws -> (Int, DeviceID) {
@@ -223,7 +260,8 @@ struct RecordReader {
                 let stamp = try stamp(&reader)
                 let value = try reader.readByteArray("value", maximumBytes: Limits.maximumValueBytes)
                 guard stamp.writer == id else { throw CodecError(.notCanonical, "a version's writer differs from its dot") }
-                versions.append(CausalVersion(dot: Dot(device: id, counter: vector[id] - below), timestamp: stamp.timestamp, value: value))
+                let context = readsContexts ? try context(below: vector, &reader) : nil
+                versions.append(CausalVersion(dot: Dot(device: id, counter: vector[id] - below), timestamp: stamp.timestamp, value: value, context: context))
             }
             return .causal(CausalRecord(key: key, vector: vector, versions: versions))
         case .lww:

@@ -148,7 +148,7 @@ struct ParseState {
     /// Every word that can follow `expect D` or `expect`, for suggestions.
     static let expectWords = [
         "converged", "resurrections", "lost-writes", "all", "tombstones", "generation", "status", "gc", "conflict", "stored", "message", "refused", "storage", "anchor",
-        "delivered", "outbox",
+        "delivered", "outbox", "no",
     ]
 
     mutating func statement(_ tokens: [Token]) throws -> Statement {
@@ -436,7 +436,12 @@ struct ParseState {
         case "conflict":
             try arity(words, 5, "expect D conflict NS KEY")
             try namespace(words[3], kinds: [.causal, .lww, .appendOnly])
-            return .conflict(device: name, namespace: words[3], key: words[4])
+            return .conflict(device: name, namespace: words[3], key: words[4], raised: true)
+        case "no":
+            // Added: `expect D no conflict NS KEY`, D raised no conflict event for KEY.
+            guard words.count == 6, words[3] == "conflict" else { throw Message("write: expect D no conflict NS KEY") }
+            try namespace(words[4], kinds: [.causal, .lww, .appendOnly])
+            return .conflict(device: name, namespace: words[4], key: words[5], raised: false)
         case "stored":
             try arity(words, 6, "expect D stored NS GROUP N")
             try namespace(words[3], kinds: [.log])

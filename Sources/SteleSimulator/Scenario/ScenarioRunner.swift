@@ -230,10 +230,13 @@ public final class ScenarioRunner {
                     expected: "collection blocked by \(blockers.sorted().joined(separator: " "))",
                     found: names.isEmpty ? "blocked by nobody" : "blocked by \(names.joined(separator: " "))")
             }
-        case let .conflict(device, namespace, key):
+        case let .conflict(device, namespace, key, raised):
             guard let found = simulation.device(device) else { throw Failure(expected: "device \(device)", found: "not on the roster") }
-            guard found.conflicts.contains(where: { $0.namespace == namespace && $0.key == key }) else {
-                throw Failure(expected: "a conflict reported for \(key)", found: found.conflicts.isEmpty ? "no conflict" : "conflicts for \(found.conflicts.map(\.key))")
+            let reported = found.conflicts.contains(where: { $0.namespace == namespace && $0.key == key })
+            guard reported == raised else {
+                throw Failure(
+                    expected: raised ? "a conflict reported for \(key)" : "no conflict reported for \(key)",
+                    found: found.conflicts.isEmpty ? "no conflict" : "conflicts for \(found.conflicts.map(\.key))")
             }
         case let .refused(device, sender):
             guard let receiver = simulation.device(device), let other = simulation.device(sender) else {

@@ -81,7 +81,8 @@ public enum Expectation: Sendable, Equatable {
     case generation(device: String, generation: UInt64)
     case status(device: String, state: String)
     case gcBlockedBy(device: String, devices: [String])
-    case conflict(device: String, namespace: String, key: String)
+    /// `expect D conflict NS KEY`; added: `expect D no conflict NS KEY` (`raised` false).
+    case conflict(device: String, namespace: String, key: String, raised: Bool)
     /// Added: `expect D refused D2`, D refused frames from D2 (not on its roster).
     case refused(device: String, sender: String)
     /// Added: `expect D anchor readable|unreadable`, whether D's account keys open the anchor.
