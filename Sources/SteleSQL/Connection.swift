@@ -282,6 +282,15 @@ public final class Connection {
     }
 
     /// The first column of the first row as an integer, if any.
+    /// SQLite's `PRAGMA data_version`: it changes whenever another connection (in
+    /// this process or another) commits to the file, never for this one's own commits.
+    public func dataVersion() throws -> Int64 {
+        let statement = try cached(literal: "PRAGMA data_version")
+        defer { statement.reset() }
+        guard try statement.step() else { return 0 }
+        return statement.int64(0)
+    }
+
     public func scalarInt(_ sql: String, _ arguments: [SQLValue] = []) throws -> Int64? {
         try queryFirst(sql, arguments) { $0.isNull(0) ? nil : $0.int64(0) } ?? nil
     }

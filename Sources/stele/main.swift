@@ -18,12 +18,17 @@ func main() -> Int32 {
         Command(name: "simulate", summary: "randomized fleets with faults, checked by the oracle; a failure names its seed", usage: SimulateCommand.usage, run: SimulateCommand.run),
         Command(name: "inspect", summary: "show a store's account, device, generation and namespaces (read-only)", usage: InspectCommand.usage, run: InspectCommand.run),
         Command(name: "bench", summary: "run the benchmark suite: figures as ratios to baselines run alongside", usage: BenchCommand.usage, run: BenchCommand.run),
+        Command(name: "namespace", summary: "declare a namespace in a store", usage: StoreCommands.namespaceUsage, run: StoreCommands.namespace),
+        Command(name: "put", summary: "write a value in a store", usage: StoreCommands.putUsage, run: StoreCommands.put),
+        Command(name: "get", summary: "read a value from a store (exit 1 when absent)", usage: StoreCommands.getUsage, run: StoreCommands.get),
+        Command(name: "delete", summary: "delete a key in a store", usage: StoreCommands.deleteUsage, run: StoreCommands.delete),
+        Command(name: "ls", summary: "list a namespace's live rows", usage: StoreCommands.lsUsage, run: StoreCommands.ls),
     ]
     let generalUsage = """
         usage: stele COMMAND [ARGUMENTS]
 
         commands:
-        \(commands.map { "  " + $0.name.padding(toLength: 9, withPad: " ", startingAt: 0) + $0.summary }.joined(separator: "\n"))
+        \(commands.map { "  " + $0.name.padding(toLength: 11, withPad: " ", startingAt: 0) + $0.summary }.joined(separator: "\n"))
 
         Run 'stele COMMAND --help' for a command's arguments.
         """

@@ -18,6 +18,8 @@ struct NamespaceSync {
     static let fanout = 16
 
     init(replica: Replica, declaration: NamespaceDeclaration) throws {
+        // Fingerprints come from the digest state: it must include other handles' writes.
+        try replica.catchUpWithOtherWriters()
         guard declaration.kind.isReplicated, let state = replica.digestState(declaration) else {
             throw ReplicaError(.invalidName, "namespace \(declaration.name) is local and is never reconciled")
         }

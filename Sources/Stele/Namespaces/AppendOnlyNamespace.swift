@@ -119,7 +119,7 @@ public struct AppendOnlyNamespace: KeyValueNamespace {
     private func decode(_ row: Statement) throws -> AppendOnlyRecord {
         AppendOnlyRecord(
             key: row.text(0), value: row.blob(1),
-            stamp: WriteStamp(timestamp: HybridTimestamp(rawValue: UInt64(row.int64(2))), writer: try replica.devices.id(at: row.int64(3))))
+            stamp: WriteStamp(timestamp: HybridTimestamp(rawValue: UInt64(row.int64(2))), writer: try replica.deviceID(at: row.int64(3))))
     }
 
     /// Stores `record` over `previous` (the later of two first writes), keeping the digest in step.

@@ -234,7 +234,7 @@ public struct CausalNamespace: KeyValueNamespace {
             throw ReplicaError(.corrupt, "the live row \(key) of \(name) has lost its timestamp or dot; the file is damaged")
         }
         let shown = CausalVersion(
-            dot: Dot(device: try replica.devices.id(at: row.int64(4)), counter: UInt64(row.int64(5))),
+            dot: Dot(device: try replica.deviceID(at: row.int64(4)), counter: UInt64(row.int64(5))),
             timestamp: HybridTimestamp(rawValue: UInt64(row.int64(3))), value: value)
         var versions = [shown] + (try row.optionalBlob(6).map { try replica.loadVersions($0) } ?? [])
         if let stored = row.optionalBlob(8) {

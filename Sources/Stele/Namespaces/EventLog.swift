@@ -174,13 +174,13 @@ public struct EventLog {
     private func decodeLive(_ row: Statement) throws -> LogEvent {
         LogEvent(
             id: try decodeID(row.blob(0)), group: row.text(1), kind: .event(body: row.blob(2)),
-            stamp: WriteStamp(timestamp: HybridTimestamp(rawValue: UInt64(row.int64(3))), writer: try replica.devices.id(at: row.int64(4))))
+            stamp: WriteStamp(timestamp: HybridTimestamp(rawValue: UInt64(row.int64(3))), writer: try replica.deviceID(at: row.int64(4))))
     }
 
     private func decodeStored(_ row: Statement) throws -> LogEvent {
         LogEvent(
             id: try decodeID(row.blob(0)), group: row.text(1), kind: row.int64(2) == 1 ? .marker : .event(body: row.blob(3)),
-            stamp: WriteStamp(timestamp: HybridTimestamp(rawValue: UInt64(row.int64(4))), writer: try replica.devices.id(at: row.int64(5))))
+            stamp: WriteStamp(timestamp: HybridTimestamp(rawValue: UInt64(row.int64(4))), writer: try replica.deviceID(at: row.int64(5))))
     }
 
     private func decodeID(_ bytes: [UInt8]) throws -> EventID {

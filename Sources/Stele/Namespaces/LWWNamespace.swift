@@ -108,7 +108,7 @@ public struct LWWNamespace: KeyValueNamespace {
     private func decodeRecord(_ row: Statement) throws -> (record: LWWRecord, leaf: Leaf?) {
         let record = LWWRecord(
             key: row.text(0), value: row.optionalBlob(1),
-            stamp: WriteStamp(timestamp: HybridTimestamp(rawValue: UInt64(row.int64(2))), writer: try replica.devices.id(at: row.int64(3))))
+            stamp: WriteStamp(timestamp: HybridTimestamp(rawValue: UInt64(row.int64(2))), writer: try replica.deviceID(at: row.int64(3))))
         let leaf = record.isDeleted || !replica.maintainsDigests ? nil : try replica.storedLeaf(row.optionalBlob(4), "row \(record.key) of \(name)")
         return (record, leaf)
     }

@@ -400,7 +400,7 @@ public struct MessageNamespace {
                 account = replica.account
             }
             return MessageOp(
-                id: id, message: message, time: row.int64(1), writer: try replica.devices.id(at: row.int64(2)), account: account, action: action)
+                id: id, message: message, time: row.int64(1), writer: try replica.deviceID(at: row.int64(2)), account: account, action: action)
         }
     }
 }

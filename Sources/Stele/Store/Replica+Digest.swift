@@ -27,6 +27,8 @@ extension Replica {
     /// same live rows (with the same vectors and values).
     /// - Throws: ``ReplicaError`` `undeclaredNamespace`, or `invalidName` for a `local` namespace (it has no digest).
     public func digest(of name: String) throws -> Hash32 {
+        // A write through another handle shows in the next digest asked for.
+        try catchUpWithOtherWriters()
         let declaration = try self.declaration(of: name)
         guard let state = digests[declaration.id] else {
             throw ReplicaError(.invalidName, "namespace \(name) is local: it is never replicated and has no digest")

@@ -30,9 +30,12 @@ extension Replica {
         return declared
     }
 
-    /// Every declared namespace, sorted by name.
+    /// Every declared namespace, sorted by name, another handle's declarations included.
     public var namespaces: [NamespaceDeclaration] {
-        declared.values.sorted { $0.name < $1.name }
+        // A failure here leaves the list as it was; the digest and reconcile reads
+        // that follow it catch up again and throw.
+        try? catchUpWithOtherWriters()
+        return declared.values.sorted { $0.name < $1.name }
     }
 
     /// Declares a namespace, or checks an earlier declaration.
@@ -42,6 +45,7 @@ extension Replica {
     ///   kind (nothing changes), `invalidName` for a name that is not a bare word.
     @discardableResult
     public func declare(_ name: String, _ kind: NamespaceKind) throws -> NamespaceDeclaration {
+        if declared[name] == nil { try catchUpWithOtherWriters() }
         if let existing = declared[name] {
             guard existing.kind == kind else {
                 throw ReplicaError(
@@ -65,6 +69,8 @@ extension Replica {
     /// The declaration of `name`.
     /// - Throws: ``ReplicaError`` `undeclaredNamespace`.
     public func declaration(of name: String) throws -> NamespaceDeclaration {
+        // Another handle may have declared it since this one loaded its table.
+        if declared[name] == nil { try catchUpWithOtherWriters() }
         guard let declaration = declared[name] else {
             throw ReplicaError(.undeclaredNamespace, "namespace \(name) is not declared in this store; declare it (with its kind) first")
         }

@@ -65,7 +65,7 @@ public final class Replica {
     /// The last own counter used (hybrid: DESIGN §4 "Version vectors").
     var ownCounter: UInt64
     /// The last tombstone sequence number used (``nextTombstoneSequence()``).
-    private(set) var tombstoneSequence: UInt64
+    var tombstoneSequence: UInt64
     /// Every tombstone at or below this sequence number has been collected
     /// (`barrier.collected_through`, kept in memory: rounds consult it on every change).
     var collectedThrough: UInt64 = 0
@@ -91,6 +91,9 @@ public final class Replica {
     var reservedFloor: StampFloor?
     private var pendingEvents: [ChangeEvent] = []
     private var observers: [(ChangeEvent) -> Void] = []
+    /// SQLite's `data_version` when this handle last caught up with the file
+    /// (``catchUpWithOtherWriters()``).
+    var seenDataVersion: Int64 = 0
     /// The storage error of an operation that failed inside the open batch.
     private var storageFailure: (any Error)?
     private var collectingEvents = false
@@ -119,6 +122,7 @@ public final class Replica {
             throw ReplicaError(.corrupt, "the store's device table does not list its own device first; the file is damaged")
         }
         try startAboveStampFloor()
+        seenDataVersion = try connection.dataVersion()
         try rebuildDigests()
     }
 
@@ -264,6 +268,10 @@ public final class Replica {
         let result: T
         do {
             result = try connection.transaction {
+                // With the write lock held, nobody else can commit until this does:
+                // what another handle wrote before is taken in first (counters,
+                // device indexes, namespaces, digests).
+                if outermost { try catchUpWithOtherWriters() }
                 let result = try body()
                 if let storageFailure {
                     // An operation failed half way and the body carried on: nothing commits.

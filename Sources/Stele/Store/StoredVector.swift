@@ -120,7 +120,7 @@ extension Replica {
     /// - Throws: ``ReplicaError`` `corrupt` for damaged bytes or an unknown device index.
     func loadVector(_ bytes: [UInt8]) throws -> VersionVector {
         let stored = try StoredVector(bytes: bytes)
-        let entries = try stored.entries.map { VersionVector.Entry(device: try devices.id(at: $0.index), counter: $0.counter) }
+        let entries = try stored.entries.map { VersionVector.Entry(device: try deviceID(at: $0.index), counter: $0.counter) }
         // Local indexes follow first sight, not id order; most vectors have one entry.
         let inOrder = zip(entries, entries.dropFirst()).allSatisfy { $0.device < $1.device }
         return VersionVector(sortedEntries: inOrder ? entries : entries.sorted { $0.device < $1.device })
@@ -158,7 +158,7 @@ extension Replica {
                 guard index <= UInt64(Int64.max) else { throw CodecError(.valueOutOfRange, "stored version writer out of range") }
                 versions.append(
                     CausalVersion(
-                        dot: Dot(device: try devices.id(at: Int64(index)), counter: counter),
+                        dot: Dot(device: try deviceID(at: Int64(index)), counter: counter),
                         timestamp: HybridTimestamp(rawValue: timestamp), value: value))
             }
             try reader.expectEnd("stored versions")
@@ -197,7 +197,7 @@ extension Replica {
                 let counter = try reader.readVarint("stored context counter")
                 guard index <= UInt64(Int64.max) else { throw CodecError(.valueOutOfRange, "stored context writer out of range") }
                 let vector = try reader.readByteArray("stored context", maximumBytes: 1 << 20)
-                contexts[Dot(device: try devices.id(at: Int64(index)), counter: counter)] = try loadVector(vector)
+                contexts[Dot(device: try deviceID(at: Int64(index)), counter: counter)] = try loadVector(vector)
             }
             try reader.expectEnd("stored contexts")
             return contexts

@@ -1,0 +1,129 @@
+import Foundation
+import Stele
+import SteleSimulator
+
+/// `stele namespace|put|get|delete|ls STORE ...`: reads and writes on a device's
+/// store, as HUB-API.md's `stele` section gives them. Each opens the store, does
+/// one thing and closes it; a `stele sync --watch` (or any other handle) running
+/// on the same store picks the write up at its next advertisement. The stamp
+/// floor is kept in the key store beside the store (`STORE.keys-floor`) unless
+/// `--keys F` names the key ring, so a restored store never reissues a stamp.
+enum StoreCommands {
+    static let namespaceUsage = "usage: stele namespace STORE NS KIND [--keys F]   (KIND: causal, lww, log, appendOnly, messages, local)"
+    static let putUsage = "usage: stele put STORE NS KEY VALUE [--keys F]"
+    static let getUsage = "usage: stele get STORE NS KEY [--keys F]   (exits 1, printing nothing, when KEY is absent)"
+    static let deleteUsage = "usage: stele delete STORE NS KEY [--keys F]"
+    static let lsUsage = "usage: stele ls STORE NS [--keys F] [--json]"
+
+    static func namespace(_ arguments: [String]) throws {
+        let (parsed, replica) = try open(arguments, count: 3, usage: namespaceUsage, what: "a store, a namespace and its kind")
+        let (name, kindText) = (parsed.positionals[1], parsed.positionals[2])
+        guard let kind = NamespaceKind(rawValue: kindText) else {
+            throw UsageError(message: "unknown kind '\(kindText)'" + hint(kindText, NamespaceKind.allCases.map(\.rawValue)), usage: namespaceUsage)
+        }
+        try storeErrors { _ = try replica.declare(name, kind) }
+    }
+
+    static func put(_ arguments: [String]) throws {
+        let (parsed, replica) = try open(arguments, count: 4, usage: putUsage, what: "a store, a namespace, a key and a value")
+        let (name, key, value) = (parsed.positionals[1], parsed.positionals[2], Array(parsed.positionals[3].utf8))
+        try storeErrors {
+            switch try replica.declaration(of: name).kind {
+            case .causal: try replica.causal(name).put(key, value)
+            case .lww: try replica.lww(name).put(key, value)
+            case .appendOnly: try replica.appendOnly(name).put(key, value)
+            case .local: try replica.local(name).put(key, value)
+            case .log, .messages:
+                throw InputError(message: "namespace \(name) is a \(try replica.declaration(of: name).kind) namespace: put takes causal, lww, appendOnly or local")
+            }
+        }
+    }
+
+    static func get(_ arguments: [String]) throws {
+        let (parsed, replica) = try open(arguments, count: 3, usage: getUsage, what: "a store, a namespace and a key", readOnly: true)
+        let (name, key) = (parsed.positionals[1], parsed.positionals[2])
+        let value = try storeErrors { try read(replica, name, key) }
+        guard let value else { throw ExitStatus(code: 1) }
+        print(String(decoding: value, as: UTF8.self))
+    }
+
+    static func delete(_ arguments: [String]) throws {
+        let (parsed, replica) = try open(arguments, count: 3, usage: deleteUsage, what: "a store, a namespace and a key")
+        let (name, key) = (parsed.positionals[1], parsed.positionals[2])
+        try storeErrors {
+            switch try replica.declaration(of: name).kind {
+            case .causal: _ = try replica.causal(name).delete(key)
+            case .lww: _ = try replica.lww(name).delete(key)
+            case .local: try replica.local(name).delete(key)
+            case .appendOnly: try replica.appendOnly(name).delete(key)
+            case .log, .messages:
+                throw InputError(message: "namespace \(name) is a \(try replica.declaration(of: name).kind) namespace: delete takes causal, lww or local")
+            }
+        }
+    }
+
+    static func ls(_ arguments: [String]) throws {
+        let (parsed, replica) = try open(arguments, count: 2, usage: lsUsage, what: "a store and a namespace", flags: ["--json"], readOnly: true)
+        let name = parsed.positionals[1]
+        let entries: [(key: String, value: [UInt8])] = try storeErrors {
+            switch try replica.declaration(of: name).kind {
+            case .causal: try replica.causal(name).entries()
+            case .lww: try replica.lww(name).entries()
+            case .appendOnly: try replica.appendOnly(name).entries()
+            case .local: try replica.local(name).entries()
+            case .log, .messages:
+                throw InputError(message: "namespace \(name) is a \(try replica.declaration(of: name).kind) namespace: ls lists causal, lww, appendOnly and local ones")
+            }
+        }
+        if parsed.has("--json") {
+            print(try jsonText(Dictionary(uniqueKeysWithValues: entries.map { ($0.key, String(decoding: $0.value, as: UTF8.self)) })))
+        } else {
+            for entry in entries { print("\(entry.key)\t\(String(decoding: entry.value, as: UTF8.self))") }
+        }
+    }
+
+    // MARK: - Shared
+
+    private static func read(_ replica: Replica, _ name: String, _ key: String) throws -> [UInt8]? {
+        switch try replica.declaration(of: name).kind {
+        case .causal: try replica.causal(name).get(key)
+        case .lww: try replica.lww(name).get(key)
+        case .appendOnly: try replica.appendOnly(name).get(key)
+        case .local: try replica.local(name).get(key)
+        case .log, .messages:
+            throw InputError(message: "namespace \(name) is a \(try replica.declaration(of: name).kind) namespace: get reads causal, lww, appendOnly and local ones")
+        }
+    }
+
+    /// Parses the arguments and opens the store (read-only for reads). The stamp
+    /// floor lives with the key ring: `--keys F`, or `STORE.keys` beside the store.
+    private static func open(
+        _ arguments: [String], count: Int, usage: String, what: String, flags: Set<String> = [], readOnly: Bool = false
+    ) throws -> (ParsedArguments, Replica) {
+        let parsed = try ParsedArguments(arguments, flags: flags, options: ["--keys"], usage: usage)
+        guard parsed.positionals.count == count else {
+            throw UsageError(message: "expected \(what), got \(parsed.positionals.count) argument\(parsed.positionals.count == 1 ? "" : "s")", usage: usage)
+        }
+        let path = parsed.positionals[0]
+        let keys = FileKeyStore(path: parsed.options["--keys"] ?? path + ".keys")
+        let replica = try storeErrors {
+            try Replica.open(at: path, options: Replica.Options(readOnly: readOnly, stampFloor: readOnly ? nil : keys))
+        }
+        return (parsed, replica)
+    }
+
+    /// The store's and the key store's errors are the input's fault: one line, exit 2.
+    private static func storeErrors<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as ReplicaError {
+            throw InputError(message: error.message)
+        } catch let error as KeyStoreError {
+            throw InputError(message: error.message)
+        }
+    }
+
+    private static func hint(_ word: String, _ candidates: [String]) -> String {
+        Spelling.closest(word, in: candidates).map { "; did you mean '\($0)'?" } ?? "; use \(candidates.joined(separator: ", "))"
+    }
+}

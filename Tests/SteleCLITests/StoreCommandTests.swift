@@ -1,0 +1,109 @@
+import Foundation
+import SteleSimulator
+import Testing
+import TestSupport
+@testable import Stele
+
+/// `stele namespace|put|get|delete|ls`, run as subprocesses; and a write made by
+/// another process reaching the fleet through the node that owns the store
+/// (issue 14 §3: every write, through any handle and from any process, is
+/// advertised within one advertisement interval).
+@Suite struct StoreCommandTests {
+    static func stele(_ arguments: String...) throws -> CLITests.Run { try CLITests.stele(arguments) }
+
+    static func store(_ directory: TemporaryDirectory) throws -> (path: String, replica: Replica) {
+        let path = directory.file("phone.stele")
+        let replica = try Replica.create(
+            at: path, account: Fixtures.account(), device: Fixtures.device(1), options: Replica.Options(stampFloor: FileKeyStore(path: path + ".keys")))
+        return (path, replica)
+    }
+
+    @Test func putGetDeleteAndListAStoreInTurn() throws {
+        let directory = try TemporaryDirectory()
+        let (path, _) = try Self.store(directory)
+        #expect(try Self.stele("namespace", path, "notes", "causal").status == 0)
+        #expect(try Self.stele("namespace", path, "flags", "lww").status == 0)
+        #expect(try Self.stele("put", path, "notes", "groceries", "milk and eggs").status == 0)
+        #expect(try Self.stele("put", path, "flags", "dark", "on").status == 0)
+        let got = try Self.stele("get", path, "notes", "groceries")
+        #expect(got.status == 0)
+        #expect(got.output == "milk and eggs\n")
+        let listed = try Self.stele("ls", path, "notes", "--json")
+        #expect(listed.status == 0)
+        #expect(try JSONSerialization.jsonObject(with: Data(listed.output.utf8)) as? [String: String] == ["groceries": "milk and eggs"])
+        #expect(try Self.stele("delete", path, "notes", "groceries").status == 0)
+        let absent = try Self.stele("get", path, "notes", "groceries")
+        #expect(absent.status == 1)
+        #expect(absent.output.isEmpty && absent.error.isEmpty)
+        // The stamp floor went to the key store beside the store.
+        #expect(FileManager.default.fileExists(atPath: path + ".keys-floor"))
+        let replica = try Replica.open(at: path)
+        #expect(try replica.tombstoneCounts() == ["notes": 1, "flags": 0])
+        #expect(try replica.lww("flags").get("dark") == "on".bytes)
+    }
+
+    @Test func mistakesAreOneLineWithStatus2AndChangeNothing() throws {
+        let directory = try TemporaryDirectory()
+        let (path, replica) = try Self.store(directory)
+        try replica.causal("notes").put("k", "v".bytes)
+        try replica.log("memory").append(group: "g", body: "x".bytes)
+        let before = try replica.digest(of: "notes")
+        let cases: [([String], String)] = [
+            (["put", path, "notez", "k", "v"], "namespace notez is not declared"),
+            (["put", path, "memory", "k", "v"], "is a log namespace"),
+            (["put", path, "notes", "k"], "usage: stele put"),
+            (["namespace", path, "x", "causl"], "did you mean 'causal'?"),
+            (["namespace", path, "notes", "lww"], "declared as causal"),
+            (["get", directory.file("missing.stele"), "notes", "k"], "no Stele store at"),
+            (["put", path, "notes", "k", "v", "--kyes", "f"], "did you mean '--keys'?"),
+        ]
+        for (arguments, message) in cases {
+            let run = try CLITests.stele(arguments)
+            #expect(run.status == 2, "\(arguments)")
+            #expect(run.error.contains(message), "\(arguments): \(run.error)")
+        }
+        #expect(try replica.digest(of: "notes") == before)
+        #expect(try replica.causal("notes").get("k") == "v".bytes)
+    }
+
+    /// The node owning the store runs here; `stele put` writes from another
+    /// process. The node's next periodic advertisement carries the write, and the
+    /// sibling takes it in, with nobody telling the node anything.
+    @Test func aWriteFromAnotherProcessReachesTheSiblingAtTheNextAdvertisement() throws {
+        let directory = try TemporaryDirectory()
+        let (path, phone) = try Self.store(directory)
+        try phone.causal("notes").put("a", "1".bytes)
+        let laptop = try Fixtures.memoryReplica(device: Fixtures.device(2))
+        _ = try laptop.causal("notes")
+        let roster: Set<DeviceID> = [phone.device, laptop.device]
+        var nodes = [
+            phone.device: FleetNode(unsealed: phone, roster: roster, random: SeededGenerator(seed: 1)),
+            laptop.device: FleetNode(unsealed: laptop, roster: roster, random: SeededGenerator(seed: 2)),
+        ]
+        func pump(_ first: (DeviceID, [FleetOutput])...) {
+            var queue: [(from: DeviceID, to: DeviceID, bytes: [UInt8])] = []
+            func enqueue(_ from: DeviceID, _ outputs: [FleetOutput]) {
+                for case let .send(to, bytes) in outputs { queue.append((from, to, bytes)) }
+            }
+            for (device, outputs) in first { enqueue(device, outputs) }
+            while !queue.isEmpty {
+                let frame = queue.removeFirst()
+                enqueue(frame.to, nodes[frame.to]!.handle(.frame(from: frame.from, bytes: frame.bytes)))
+            }
+        }
+        pump((phone.device, nodes[phone.device]!.handle(.start)), (laptop.device, nodes[laptop.device]!.handle(.start)))
+        #expect(try laptop.causal("notes").get("a") == "1".bytes)
+
+        let run = try Self.stele("put", path, "notes", "b", "from another process")
+        #expect(run.status == 0, "\(run.error)")
+        let deleted = try Self.stele("delete", path, "notes", "a")
+        #expect(deleted.status == 0, "\(deleted.error)")
+        pump((phone.device, nodes[phone.device]!.handle(.timer(.advertise))))
+        #expect(try laptop.causal("notes").get("b") == "from another process".bytes)
+        #expect(try laptop.causal("notes").get("a") == nil)
+        #expect(try laptop.digest(of: "notes") == phone.digest(of: "notes"))
+        // This process writes on top without reusing the other process's counter.
+        let theirs = try #require(try phone.causal("notes").record("b")?.versions.first?.dot)
+        #expect(try phone.causal("notes").put("c", "3".bytes).counter > theirs.counter)
+    }
+}
