@@ -28,6 +28,8 @@ public final class Simulation {
         public var deletes = 0
         /// Faults injected, by kind (`loss`, `dup`, `crash`, `restore`, ...).
         public var faults: [String: Int] = [:]
+        /// Frames that were in flight to a device when it crashed or was restored, and were lost.
+        public var framesDroppedInFlight = 0
     }
 
     public let seed: UInt64
@@ -88,6 +90,11 @@ public final class Simulation {
     /// adding devices.
     public var usesStampFloors = true
     private var hasher = EventLogHasher()
+    private var wireHasher = EventLogHasher()
+    /// Whether every frame delivered is kept in ``wire`` (tests that compare runs byte for byte).
+    public var recordsWire = false
+    /// Every sealed frame delivered, in order, when ``recordsWire`` is on.
+    public private(set) var wire: [[UInt8]] = []
     /// Ops contacts' devices wrote, kept by an oracle nobody checks: the own
     /// account's oracle learns them when they land on its devices.
     private let contactOracle = Oracle()
@@ -511,6 +518,9 @@ public final class Simulation {
                 return
             }
             hasher.add("deliver", now, from, to, plain.count)
+            // The bytes themselves: salts and nonces come from the nodes' seeded generators.
+            wireHasher.add(bytes: bytes)
+            if recordsWire { wire.append(bytes) }
             deliver(.sealed(bytes), to: target)
             if let source = device(id: from), source.account != target.account { deliveryLanded(plain, from: source, on: target) }
             if oracle.isCarrier(sequence) {
@@ -754,12 +764,17 @@ public final class Simulation {
     }
 
     private func dropInFlight(to device: SimulatedDevice) {
+        var frames = 0
         let removed = queue.removeAll { event in
-            if case .deliver(_, let to, _, _) = event { return to == device.id }
+            if case .deliver(_, let to, _, _) = event, to == device.id {
+                frames += 1
+                return true
+            }
             if case .timer(let owner, _) = event { return owner == device.id }
             return false
         }
         for sequence in removed { oracle.frameLost(sequence) }
+        statistics.framesDroppedInFlight += frames
         armed[device.id] = nil
     }
 
@@ -880,6 +895,10 @@ public final class Simulation {
     /// two runs of the same seed and scenario.
     public var eventLogHash: UInt64 { hasher.value }
 
+    /// A hash of the bytes of every sealed frame delivered, in order: equal for
+    /// two runs of the same seed and scenario, down to every salt and nonce.
+    public var wireDigest: UInt64 { wireHasher.value }
+
     private func record(_ kind: TimelineEntry.Kind, device: SimulatedDevice) {
         timeline.append(TimelineEntry(time: now, device: device.name, kind: kind))
         hasher.add("\(kind)", now, device.id, device.id, 0)
@@ -941,6 +960,11 @@ struct EventLogHasher {
         for word in [UInt64(bitPattern: time), from.stableSeed, to.stableSeed, UInt64(bitPattern: Int64(extra))] {
             for shift in stride(from: 0, to: 64, by: 8) { mix(UInt8(truncatingIfNeeded: word >> UInt64(shift))) }
         }
+    }
+
+    mutating func add(bytes: [UInt8]) {
+        for word in [UInt64(bytes.count)] { for shift in stride(from: 0, to: 64, by: 8) { mix(UInt8(truncatingIfNeeded: word >> UInt64(shift))) } }
+        for byte in bytes { mix(byte) }
     }
 
     private mutating func mix(_ byte: UInt8) {

@@ -55,6 +55,8 @@ public struct SimulationRun {
         public var tombstonesLeft = 0
         public var findings: [String] = []
         public var eventLogHash: UInt64 = 0
+        /// ``Simulation/wireDigest``: every delivered frame's bytes, in order.
+        public var wireDigest: UInt64 = 0
         public var timeline: [TimelineEntry] = []
         public var devices: [String] = []
         public var endTime: Int64 = 0
@@ -301,6 +303,7 @@ public struct SimulationRun {
                 "G4: \(outcome.tombstonesLeft) tombstones left after everyone was reachable for \(options.collectionBoundMilliseconds / 60_000) min")
         }
         outcome.eventLogHash = simulation.eventLogHash
+        outcome.wireDigest = simulation.wireDigest
         outcome.timeline = simulation.timeline
         outcome.devices = Array(Set(simulation.timeline.compactMap(\.device))).sorted()
         outcome.endTime = simulation.now

@@ -19,6 +19,11 @@ package enum Sealing {
         return seal(plaintext, key: key, associated: associated, nonce: nonce)
     }
 
+    /// With a nonce drawn from `generator` (a node's own: see ``SiblingChannel/seal(_:to:using:)``).
+    static func seal(_ plaintext: [UInt8], key: AccountKey, associated: [UInt8], using generator: inout some RandomNumberGenerator) -> [UInt8] {
+        seal(plaintext, key: key, associated: associated, nonce: generator.bytes(nonceCount))
+    }
+
     /// With a given nonce: only for tests, which need fixed output.
     static func seal(_ plaintext: [UInt8], key: AccountKey, associated: [UInt8], nonce: [UInt8]) -> [UInt8] {
         nonce + seal(plaintext, keyBytes: key.bytes, associated: associated, nonce: nonce)

@@ -170,7 +170,7 @@ extension FleetNode {
             }
             let snapshot = try Snapshot.take(of: replica, generation: replica.generation, knowledge: try replica.knowledge())
             noteShared(nil)
-            return [.send(to: peer, bytes: FrameCodec.encode(.snapshot(SealedSnapshot(snapshot, account: replica.account, key: key))))]
+            return [.send(to: peer, bytes: FrameCodec.encode(.snapshot(SealedSnapshot(snapshot, account: replica.account, key: key, using: &random))))]
         } catch {
             return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "could not take a snapshot: \(error)"))]
         }

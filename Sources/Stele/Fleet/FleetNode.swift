@@ -59,10 +59,14 @@ public struct FleetNode {
     ///   - identity: this device's key pair; its public key must be the replica's device id.
     ///   - roster: the account's devices; `revoked`: devices taken off it, refused by name.
     ///   - accountKeys: the account keys this device holds, oldest first (from its ``KeyStore``).
+    ///   - random: where session ids, round nonces and the salts and nonces of
+    ///     sealing come from. In an app, `SystemRandomNumberGenerator()` (the
+    ///     default): a salt drawn twice would seal two frames under one key. The
+    ///     simulator passes a seeded generator so that a run replays byte for byte.
     /// - Throws: ``CryptoError`` when `identity` is not the replica's device.
     public init(
         replica: Replica, identity: DeviceIdentity, roster: Set<DeviceID>, revoked: Set<DeviceID> = [], accountKeys: [AccountKey],
-        configuration: FleetConfiguration = FleetConfiguration(), random: any RandomNumberGenerator
+        configuration: FleetConfiguration = FleetConfiguration(), random: any RandomNumberGenerator = SystemRandomNumberGenerator()
     ) throws {
         guard identity.deviceID == replica.device else {
             throw CryptoError(message: "the identity's public key \(identity.deviceID) is not this replica's device \(replica.device)")
@@ -107,12 +111,13 @@ public struct FleetNode {
                 continue
             }
             do {
+                // Salts come from the node's generator: replayable in the simulator.
                 if !roster.contains(recipient), let account = contactAccount(of: recipient), var contactChannel = contactChannels[account] {
                     defer { contactChannels[account] = contactChannel }
-                    sealed.append(.send(to: recipient, bytes: try contactChannel.seal(bytes, to: recipient)))
+                    sealed.append(.send(to: recipient, bytes: try contactChannel.seal(bytes, to: recipient, using: &random)))
                 } else if var channel {
                     defer { self.channel = channel }
-                    sealed.append(.send(to: recipient, bytes: try channel.seal(bytes, to: recipient)))
+                    sealed.append(.send(to: recipient, bytes: try channel.seal(bytes, to: recipient, using: &random)))
                 }
             } catch {
                 sealed.append(.log(FleetEvent(kind: .rejectedSeal, peer: recipient, namespace: nil, message: "could not seal a frame for this device: \(error)")))

@@ -96,6 +96,13 @@ public struct SealedSnapshot: Sendable, Equatable {
     /// The snapshot is deflated before it is sealed (ciphertext does not
     /// compress, so the frame codec's own compression cannot help it).
     public init(_ snapshot: Snapshot, account: AccountID, key: AccountKey) {
+        var system = SystemRandomNumberGenerator()
+        self.init(snapshot, account: account, key: key, using: &system)
+    }
+
+    /// With the nonce drawn from `generator` (a node's own, so a seeded
+    /// simulation replays the same bytes; cryptographically secure elsewhere).
+    public init(_ snapshot: Snapshot, account: AccountID, key: AccountKey, using generator: inout some RandomNumberGenerator) {
         generation = snapshot.generation
         let encoded = snapshot.encoded
         var body = ByteWriter(capacity: encoded.count / 2 + 16)
@@ -107,7 +114,7 @@ public struct SealedSnapshot: Sendable, Equatable {
             body.append(0)
             body.append(encoded)
         }
-        sealed = Sealing.seal(body.bytes, key: key, associated: Self.associated(account: account, generation: snapshot.generation))
+        sealed = Sealing.seal(body.bytes, key: key, associated: Self.associated(account: account, generation: snapshot.generation), using: &generator)
     }
 
     /// Opens the body with the first of `keys` that authenticates it (the newest first).

@@ -106,13 +106,20 @@ public struct SiblingChannel: Sendable {
         orderedRevoked = revoked.subtracting(others).sorted()
     }
 
-    /// Seals `frame` for `recipient`.
+    /// Seals `frame` for `recipient`, with a salt from the system's
+    /// cryptographically secure generator.
     /// - Throws: ``CryptoError`` when libcrypto fails or the recipient's id is not a usable public key.
     public mutating func seal(_ frame: [UInt8], to recipient: DeviceID) throws -> [UInt8] {
-        var salt = [UInt8](repeating: 0, count: Self.saltCount)
-        let ok = salt.withUnsafeMutableBytes { RAND_bytes($0.baseAddress, Int32($0.count)) }
-        guard ok == 1 else { throw CryptoError.last("RAND_bytes") }
-        return try seal(frame, to: recipient, salt: salt)
+        var system = SystemRandomNumberGenerator()
+        return try seal(frame, to: recipient, using: &system)
+    }
+
+    /// Seals `frame` for `recipient` with a salt drawn from `generator`: the
+    /// node's own, so that a seeded simulation replays the very same bytes.
+    /// The salt is what makes each frame's key fresh: outside a simulation the
+    /// generator must be cryptographically secure (`SystemRandomNumberGenerator`).
+    public mutating func seal(_ frame: [UInt8], to recipient: DeviceID, using generator: inout some RandomNumberGenerator) throws -> [UInt8] {
+        try seal(frame, to: recipient, salt: generator.bytes(Self.saltCount))
     }
 
     /// With a given salt: for tests that need fixed output.
