@@ -21,6 +21,9 @@ public struct BenchmarkSuite {
         Group(figures: ["local.put", "local.delete", "local.tombstone_bytes", "local.delete.floor"], run: LocalWriteBenchmarks.run),
         Group(figures: ["sync.digest_overhead", "sync.digest_rebuild_at_open"], run: DigestOverheadBenchmark.run),
         Group(
+            figures: ["local.stamp_floor", "local.stamp_floor.saves", "sync.other_writers_check", "sync.other_writers_catch_up"],
+            run: OtherWritersBenchmarks.run),
+        Group(
             figures: ["sync.reconcile_small_diff.bytes", "sync.reconcile_small_diff.round_trips", "sync.reconcile_small_diff.bytes.uncompressed"],
             run: SyncBenchmarks.smallDiff),
         Group(

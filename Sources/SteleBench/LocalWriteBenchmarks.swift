@@ -43,7 +43,10 @@ enum LocalWriteBenchmarks {
             try raw.executeScript("CREATE TABLE kv (key TEXT PRIMARY KEY, value BLOB) WITHOUT ROWID")
             let account = AccountID.generate()
             let device = try DeviceIdentity.generate().deviceID
-            let replica = try Replica.create(at: "\(directory)/stele-\(round).stele", account: account, device: device)
+            // As an app would open it: with its stamp floor in a key store file (`local.stamp_floor` isolates what that costs).
+            let replica = try Replica.create(
+                at: "\(directory)/stele-\(round).stele", account: account, device: device,
+                options: Replica.Options(stampFloor: FileKeyStore(path: "\(directory)/stele-\(round).keys")))
             let notes = try replica.causal("notes")
 
             // The floor: Stele's own table, the same rows, and only the two statements

@@ -15,6 +15,7 @@ extension Replica {
     /// Takes in what other handles committed since this one last looked.
     /// - Throws: `SQLiteError`, or ``ReplicaError`` `corrupt` for a damaged identity row.
     func catchUpWithOtherWriters() throws {
+        guard followsOtherWriters else { return }
         let version = try connection.dataVersion()
         guard version != seenDataVersion else { return }
         let row = try connection.queryFirst("SELECT generation, own_counter, clock, tombstone_seq FROM replica WHERE id = 1") { row in

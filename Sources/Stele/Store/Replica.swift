@@ -28,6 +28,9 @@ public final class Replica {
         /// Off only to measure what digest maintenance costs; a store written without
         /// it cannot sync until reopened with it on (its digests are rebuilt at open).
         @_spi(Benchmarks) public var maintainsDigests = true
+        /// Off only to measure what following other handles' writes costs
+        /// (`sync.other_writers_check`): such a handle ignores them.
+        @_spi(Benchmarks) public var followsOtherWriters = true
 
         public init(
             clock: any WallClock = SystemWallClock(),
@@ -85,6 +88,8 @@ public final class Replica {
     /// Whether writes maintain digests: always, except for the benchmark that
     /// measures what maintaining them costs (`sync.digest_overhead`).
     let maintainsDigests: Bool
+    /// Whether this handle catches up with other handles' writes (always, but for a benchmark baseline).
+    let followsOtherWriters: Bool
     /// Where the stamp floor is kept, and the floor known to be saved there
     /// (``Replica+StampFloor.swift``).
     let floorStore: (any StampFloorStore)?
@@ -112,6 +117,7 @@ public final class Replica {
         self.hybridClock = HybridClock(last: identity.clock)
         self.isReadOnly = options.readOnly
         self.maintainsDigests = options.maintainsDigests
+        self.followsOtherWriters = options.followsOtherWriters
         self.floorStore = options.readOnly ? nil : options.stampFloor
         self.clock = options.clock
         self.random = options.random
