@@ -39,8 +39,8 @@ enum OtherWritersBenchmarks {
         for round in 0..<LocalWriteBenchmarks.rounds {
             let account = AccountID.generate()
             let device = try DeviceIdentity.generate().deviceID
-            let keyStore = CountingFloorStore(path: "\(directory)/floor-\(round).keys")
-            let withFloor = try Replica.create(at: "\(directory)/floor-\(round).stele", account: account, device: device, options: Replica.Options(stampFloor: keyStore))
+            let keyStore = CountingFloorStore(path: "\(directory)/stamped-\(round).keys")
+            let withFloor = try Replica.create(at: "\(directory)/stamped-\(round).stele", account: account, device: device, options: Replica.Options(stampFloor: keyStore))
             let withoutFloor = try Replica.create(at: "\(directory)/nofloor-\(round).stele", account: account, device: device)
             var unchecked = Replica.Options()
             unchecked.followsOtherWriters = false

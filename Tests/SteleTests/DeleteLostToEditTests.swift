@@ -143,6 +143,36 @@ import TestSupport
         #expect(try replica.causal("notes").get("k") == "edited".bytes)
     }
 
+    /// An anchor written by an older build holds a snapshot of format 1, whose
+    /// causal versions carry no context: it still reads (recovery must not be
+    /// stuck on an upgrade). Built here from a format 2 snapshot by taking out
+    /// the one byte format 2 added (the empty context's count after the value).
+    @Test func aSnapshotOfFormat1StillReads() throws {
+        let marker = "MARKER-VALUE".bytes
+        let record = CausalRecord(key: "k", vector: VersionVector([Self.a: 1]), versions: [
+            CausalVersion(dot: Dot(device: Self.a, counter: 1), timestamp: HybridTimestamp(milliseconds: 5, logical: 0), value: marker)
+        ])
+        let snapshot = Snapshot(
+            generation: 3, knowledge: Knowledge(),
+            namespaces: [ReconcileMessage(session: 0, namespace: "notes", kind: .causal, generation: 3, records: [.causal(record)])])
+        var bytes = snapshot.encoded
+        let end = try #require(bytes.indices.first { bytes[$0...].starts(with: marker) }) + marker.count
+        #expect(bytes[end] == 0)
+        bytes.remove(at: end)
+        // The namespace body's length (one byte here) shrinks by one; the format byte goes back to 1.
+        let header = Snapshot.magic.count
+        #expect(bytes[header] == Snapshot.format)
+        bytes[header] = 1
+        let lengthAt = try #require(bytes.indices.first { index in index > header && Int(bytes[index]) == bytes.count - index })
+        bytes[lengthAt] -= 1
+        let read = try Snapshot(decoding: bytes)
+        #expect(read.generation == 3)
+        #expect(read.namespaces.first?.records == [.causal(record)])
+        // The same bytes claiming format 2 do not decode: the format byte is what tells them apart.
+        bytes[header] = 2
+        #expect(throws: CodecError.self) { try Snapshot(decoding: bytes) }
+    }
+
     @Test func aContextOutsideItsVectorIsRefused() {
         let outside = CausalRecord(key: "k", vector: VersionVector([Self.a: 1, Self.b: 2]), versions: [Self.edit(2, context: VersionVector([Self.a: 5, Self.b: 2]))])
         #expect(throws: ReplicaError.self) { try outside.validate() }
