@@ -37,7 +37,10 @@ public final class Oracle {
         let device: DeviceID
         let deviceName: String
         let time: Int64
-        var erased = false
+        /// Forgotten: no store held it any more (``forgetOperationsUnknown``). When, as
+        /// the oracle's count of forgettings: a backup taken before then may bring it back.
+        var erasedAt: Int?
+        var erased: Bool { erasedAt != nil }
         let kind: Kind
 
         enum Kind {
@@ -71,6 +74,8 @@ public final class Oracle {
     /// "namespace|key" (a log's group, a message's id) of records such a device
     /// wrote under a stamp it may have issued before.
     private var limited: Set<String> = []
+    /// How many times an operation was forgotten (``erase(_:)``).
+    private var erasures = 0
 
     public init() {}
 
@@ -266,7 +271,7 @@ public final class Oracle {
                 if frames == nil { frames = inFlight.map { ($0.id, FrameEvidence($0.bytes, account: account, keys: keys)) }.filter { !$0.evidence.isEmpty } }
                 let carrying = Set((frames ?? []).filter { isKnown(operations[index], by: [$0.evidence]) }.map(\.id))
                 if carrying.isEmpty {
-                    operations[index].erased = true
+                    erase(index)
                 } else {
                     carriersOf[index] = carrying
                     for id in carrying { carried[id, default: []].insert(index) }
@@ -278,12 +283,17 @@ public final class Oracle {
     /// A device was restored from a backup: a backup is a copy too, so what the
     /// oracle forgot because no store held it any more is back in the world if
     /// the restored store holds it (a second restore from a later backup brings
-    /// back what the first took away). Judged at once, before the device writes.
-    func takeBack(knownTo replica: Replica) {
+    /// back what the first took away). Judged at once, before the device writes,
+    /// and only for what was forgotten after the backup was taken
+    /// (`mark`, ``forgettingMark`` then): what the world had already lost when the
+    /// backup was taken cannot be in it, whatever its vectors cover (a device that
+    /// lost a write runs its counter past it, seed 200026).
+    func takeBack(knownTo replica: Replica, forgottenAfter mark: Int) {
         Self.suspendingFaults([replica]) {
             let store = StoreEvidence(replica: replica)
-            for index in operations.indices where operations[index].erased && isKnown(operations[index], by: [store]) {
-                operations[index].erased = false
+            for index in operations.indices {
+                guard let erasedAt = operations[index].erasedAt, erasedAt > mark, isKnown(operations[index], by: [store]) else { continue }
+                operations[index].erasedAt = nil
             }
         }
     }
@@ -321,8 +331,17 @@ public final class Oracle {
         carriersOf[index]?.remove(id)
         guard carriersOf[index]?.isEmpty == true else { return }
         carriersOf[index] = nil
-        operations[index].erased = true
+        erase(index)
     }
+
+    private func erase(_ index: Int) {
+        erasures += 1
+        operations[index].erasedAt = erasures
+    }
+
+    /// Where the oracle's forgetting stands now: a backup taken now remembers it
+    /// (``takeBack(knownTo:forgottenAfter:)``).
+    var forgettingMark: Int { erasures }
 
     private func isKnown(_ operation: Operation, by evidence: [any Evidence]) -> Bool {
         evidence.contains { store in

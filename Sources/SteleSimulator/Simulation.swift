@@ -84,7 +84,7 @@ public final class Simulation {
     private var random: SplitMix
     private var queue = EventQueue<Event>()
     private var armed: [DeviceID: [FleetTimer: (sequence: UInt64, deadline: Int64)]] = [:]
-    private var backups: [String: (device: String, path: String, time: Int64, keys: MemoryKeyStore)] = [:]
+    private var backups: [String: (device: String, path: String, time: Int64, keys: MemoryKeyStore, forgettingMark: Int)] = [:]
     /// Whether devices keep a stamp floor in their key store (``StampFloor``).
     /// Off only for tests that show what the floor prevents: set it before
     /// adding devices.
@@ -719,7 +719,7 @@ public final class Simulation {
         try? FileManager.default.removeItem(atPath: path)
         try device.replica.backup(to: path)
         // The keychain as it is now too, for a restore that rolls both back (``restore(_:from:withKeys:)``).
-        backups[label] = (name, path, now, device.keys.copy())
+        backups[label] = (name, path, now, device.keys.copy(), oracle.forgettingMark)
         record(.backedUp, device: device)
     }
 
@@ -742,7 +742,7 @@ public final class Simulation {
             try FileManager.default.copyItem(atPath: backup.path, toPath: device.path)
         }
         // A backup is a copy too: what it holds is back in the world.
-        oracle.takeBack(knownTo: device.replica)
+        oracle.takeBack(knownTo: device.replica, forgottenAfter: backup.forgettingMark)
         forgetOperationsLost()
         count("restore")
         record(.restored, device: device)
