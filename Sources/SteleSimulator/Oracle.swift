@@ -256,8 +256,8 @@ public final class Oracle {
     /// lands and dies with the last of them (``frameLanded(_:in:)``, ``frameLost(_:)``).
     ///
     /// Knowing is judged now, not later: afterwards the restored device's counter
-    /// runs on past the dots it lost, and a vector covering one of them would no
-    /// longer prove anything.
+    /// runs on past the dots it lost (which is also why a causal write is known
+    /// by a record that has seen its whole vector, not merely its dot).
     /// - Parameters:
     ///   - inFlight: the frames on the wire that can still land, by sequence number.
     ///   - account: the account, and `keys` every key of it: a snapshot a
@@ -346,12 +346,16 @@ public final class Oracle {
     private func isKnown(_ operation: Operation, by evidence: [any Evidence]) -> Bool {
         evidence.contains { store in
             switch operation.kind {
-            case .causalPut(_, let dot, _, _):
-                return store.causal(operation.namespace, operation.key)?.vector.covers(dot) ?? false
+            // A causal write is known where the record has seen everything the write
+            // had seen (its vector, its own dot included): every effect it has on
+            // what is superseded is then there too. Covering its dot alone proves
+            // nothing once its writer lost it to a restore and ran its counter past
+            // it (seed 4019 of --seed 4000 --devices 4 --steps 3000).
+            case .causalPut(_, _, _, let vector):
+                return store.causal(operation.namespace, operation.key).map { Self.hasSeen($0.vector, vector) } ?? false
             case .causalDelete(let vector):
-                let counter = vector[operation.device]
                 // In a whole snapshot, a key that is not there was deleted and collected.
-                return store.causal(operation.namespace, operation.key).map { $0.vector[operation.device] >= counter } ?? store.isComplete
+                return store.causal(operation.namespace, operation.key).map { Self.hasSeen($0.vector, vector) } ?? store.isComplete
             case .lww(let value, let stamp):
                 return store.lww(operation.namespace, operation.key).map { $0.stamp >= stamp } ?? (value == nil && store.isComplete)
             case .append(let id):
@@ -371,6 +375,14 @@ public final class Oracle {
                 }
                 return held.contains(op.id)
             }
+        }
+    }
+
+    /// Whether `history` has seen everything `write` had seen.
+    private static func hasSeen(_ history: VersionVector, _ write: VersionVector) -> Bool {
+        switch history.compare(write) {
+        case .equal, .dominates: true
+        case .dominated, .concurrent: false
         }
     }
 
