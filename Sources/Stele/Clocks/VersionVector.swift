@@ -138,8 +138,9 @@ public struct VersionVector: Hashable, Sendable, CustomStringConvertible {
     func checkInvariants() {
         #if DEBUG
         for index in entries.indices {
-            assert(entries[index].counter > 0 && entries[index].counter <= Self.maximumCounter, "counter out of range")
-            if index > 0 { assert(entries[index - 1].device < entries[index].device, "entries out of order") }
+            // preconditions inside DEBUG: they run in scripts/test's optimized debug build.
+            precondition(entries[index].counter > 0 && entries[index].counter <= Self.maximumCounter, "counter out of range")
+            if index > 0 { precondition(entries[index - 1].device < entries[index].device, "entries out of order") }
         }
         #endif
     }

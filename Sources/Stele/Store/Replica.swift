@@ -421,9 +421,11 @@ public final class Replica {
     /// Cheap consistency checks after every committed write, in debug builds.
     func checkInvariants() {
         #if DEBUG
-        assert(devices.index(of: device) == DeviceTable.ownIndex, "own device lost its index")
-        assert(!connection.isInTransaction, "a write left a transaction open")
-        assert(pendingEvents.isEmpty, "events left unpublished")
+        // preconditions, not asserts: scripts/test builds the debug configuration
+        // optimized, where asserts would be compiled out.
+        precondition(devices.index(of: device) == DeviceTable.ownIndex, "own device lost its index")
+        precondition(!connection.isInTransaction, "a write left a transaction open")
+        precondition(pendingEvents.isEmpty, "events left unpublished")
         #endif
     }
 }
