@@ -168,7 +168,11 @@ extension FleetNode {
             guard let key = accountKeys.last else {
                 return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "no account key to seal a snapshot with; this device has not received one"))]
             }
-            let snapshot = try Snapshot.take(of: replica, generation: replica.generation, knowledge: try replica.knowledge())
+            // It vouches only for what the fleet agreed at the rounds this device
+            // collected or recovered from, never for its own counter and clock: a
+            // device restored from a backup has lost writes it made after the
+            // backup, which the asking sibling may be the last to hold (seed 210071).
+            let snapshot = try Snapshot.take(of: replica, generation: replica.generation, knowledge: try replica.collectedKnowledge())
             noteShared(nil)
             return [.send(to: peer, bytes: FrameCodec.encode(.snapshot(SealedSnapshot(snapshot, account: replica.account, key: key, using: &random))))]
         } catch {
