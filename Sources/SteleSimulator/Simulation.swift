@@ -291,13 +291,17 @@ public final class Simulation {
         try directory.append(try RosterChange.revocation(of: device.id, by: revoker.identity, account: account, index: current.version), to: account)
         device.isRevoked = true
         noteReachability()
-        let epoch = (try revoker.keys.load()?.newestEpoch ?? 0) + 1
+        // Numbered by the roster, not by the revoker's key ring: a keychain restored
+        // from an old backup must not number a new key as one the fleet already has.
+        let epoch = UInt32(try directory.roster(of: account).revoked.count + 1)
         var keyRandom = SplitMix(seed: seed ^ 0x0E0C_0000 ^ UInt64(epoch))
         let key = try AccountKey(bytes: (0..<4).flatMap { _ in withUnsafeBytes(of: keyRandom.next()) { Array($0) } })
         var ring = try revoker.keys.load() ?? KeyRing(identity: revoker.identity)
         ring.insert(key, epoch: epoch)
         try revoker.keys.save(ring)
-        for member in devices(of: account) where member !== revoker {
+        // Wrapped for every remaining member, the revoker too: a copy in the
+        // directory is how its keychain, restored from an old backup, gets it back.
+        for member in devices(of: account) {
             try directory.publish(try WrappedAccountKey.wrap(key, epoch: epoch, for: member.id, by: revoker.identity, account: account))
         }
         forgetOperationsLost()

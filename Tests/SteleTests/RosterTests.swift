@@ -146,6 +146,29 @@ import TestSupport
         let relabelled = WrappedAccountKey(account: account, epoch: 3, recipient: tablet.deviceID, sealed: try WrappedAccountKey.wrap(key, epoch: 2, for: tablet.deviceID, by: phone, account: account).sealed)
         #expect(throws: CodecError.self) { _ = try relabelled.open(with: tablet, roster: roster) }
     }
+
+    /// A device that rotates the key keeps a copy wrapped for itself in the
+    /// directory: its keychain, restored from an old backup, gets the key back.
+    @Test func aKeyWrappedByAMemberForItselfOpensOnlyForItWhileItIsAMember() throws {
+        var roster = try twoDevices()
+        let key = AccountKey.generate()
+        let own = try WrappedAccountKey.wrap(key, epoch: 2, for: phone.deviceID, by: phone, account: account)
+        #expect(try own.open(with: phone, roster: roster) == key)
+        #expect(!own.sealed.contains(subsequence: key.bytes))
+        #expect(throws: SealError.wrongRecipient(phone.deviceID)) { _ = try own.open(with: laptop, roster: roster) }
+        // One an outsider sealed for itself is not a member's.
+        let outsiders = try WrappedAccountKey.wrap(key, epoch: 2, for: outsider.deviceID, by: outsider, account: account)
+        #expect(throws: SealError.unknownSender) { _ = try outsiders.open(with: outsider, roster: roster) }
+        // Changed bytes do not open.
+        var damaged = own.sealed
+        damaged[damaged.count - 1] ^= 1
+        #expect(throws: SealError.tampered(sender: phone.deviceID)) {
+            _ = try WrappedAccountKey(account: account, epoch: 2, recipient: phone.deviceID, sealed: damaged).open(with: phone, roster: roster)
+        }
+        // Revoked, the device no longer opens its own copy.
+        try roster.append(try RosterChange.revocation(of: phone.deviceID, by: laptop, account: account, index: 2))
+        #expect(throws: SealError.unknownSender) { _ = try own.open(with: phone, roster: roster) }
+    }
 }
 
 extension Array where Element == UInt8 {

@@ -91,13 +91,16 @@ public struct WrappedAccountKey: Sendable, Equatable {
         self.sealed = sealed
     }
 
-    /// Opens the key with this device's identity, accepting it only from a member of `roster`.
+    /// Opens the key with this device's identity, accepting it only from a member
+    /// of `roster`, or from this device itself: a device that rotates the key
+    /// keeps a copy wrapped for itself, so a keychain restored from an old backup
+    /// gets back the keys it made (``wrap(_:epoch:for:by:account:)`` with itself as recipient).
     /// - Throws: ``SealError`` when it was not sealed for this device by a member, or
     ///   ``CodecError`` when what is inside is not an account key of this epoch.
     public func open(with identity: DeviceIdentity, roster: Roster) throws -> AccountKey {
         var channel = SiblingChannel(identity: identity, account: account, members: roster.members, revoked: roster.revoked)
-        let opened = try channel.open(sealed)
-        var reader = ByteReader(opened.frame)
+        let frame = try openFrame(&channel, isMember: roster.members.contains(identity.deviceID))
+        var reader = ByteReader(frame)
         guard Array(try reader.readBytes(Self.label.count, "account key label")) == Self.label else {
             throw CodecError(.valueOutOfRange, "the sealed bytes are not an account key")
         }
@@ -107,5 +110,15 @@ public struct WrappedAccountKey: Sendable, Equatable {
         let key = try AccountKey(bytes: try reader.readBytes(AccountKey.byteCount, "account key"))
         try reader.expectEnd("account key")
         return key
+    }
+
+    /// The sealed bytes opened as a member's, or, for a member, as its own copy.
+    private func openFrame(_ channel: inout SiblingChannel, isMember: Bool) throws(SealError) -> [UInt8] {
+        do {
+            return try channel.open(sealed).frame
+        } catch {
+            guard error == .unknownSender, isMember else { throw error }
+            return try channel.openOwn(sealed)
+        }
     }
 }

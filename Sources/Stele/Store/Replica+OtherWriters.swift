@@ -7,7 +7,7 @@ import SteleSQL
 /// counters the other had used (issue 14). SQLite's `data_version` tells when
 /// someone else committed; a handle then reloads what it keeps and rebuilds its
 /// digests from the stored leaves (``Replica/rebuildDigests()``: O(rows), 50 ms
-/// per 100,000 rows, once per foreign commit seen, `sync.foreign_write_catch_up`
+/// per 100,000 rows, once per foreign commit seen, `sync.other_writers_catch_up`
 /// in `stele bench`). Checked at the start of every write transaction (with the
 /// write lock held) and by the reads a sync step starts from (digests,
 /// declarations, a reconcile's namespace state).

@@ -166,6 +166,26 @@ public struct SiblingChannel: Sendable {
         throw .unknownSender
     }
 
+    /// Opens bytes this device sealed for itself (a key it keeps a copy of in the
+    /// directory, ``WrappedAccountKey``): frames from siblings never come this way.
+    /// - Throws: ``SealError`` when this device did not seal them for itself.
+    mutating func openOwn(_ sealed: [UInt8]) throws(SealError) -> [UInt8] {
+        guard sealed.count >= Self.overhead else { throw .truncated(count: sealed.count, minimum: Self.overhead) }
+        guard sealed[0] == Self.version else { throw .unsupportedVersion(sealed[0]) }
+        guard let recipient = try? DeviceID(bytes: sealed[1..<(1 + DeviceID.byteCount)]) else { throw .truncated(count: sealed.count, minimum: Self.overhead) }
+        guard recipient == identity.deviceID else { throw .wrongRecipient(recipient) }
+        let saltStart = 1 + DeviceID.byteCount
+        let salt = Array(sealed[saltStart..<(saltStart + Self.saltCount)])
+        let tag = sealed[(saltStart + Self.saltCount)..<Self.headerCount]
+        guard let pair = try? outgoingKeys(to: recipient), let mine = try? KeyAgreement.hmac(key: pair.tag, Array(sealed[..<(saltStart + Self.saltCount)])),
+            KeyAgreement.constantTimeEqual(Array(mine.prefix(Self.senderTagCount)), tag)
+        else { throw .unknownSender }
+        guard let key = try? KeyAgreement.hkdf(key: pair.frame, salt: salt, info: Self.frameLabel, count: 32),
+            let frame = Sealing.open(sealed[Self.headerCount...], keyBytes: key, associated: Array(sealed[..<Self.headerCount]), nonce: Self.zeroNonce)
+        else { throw .tampered(sender: recipient) }
+        return frame
+    }
+
     private mutating func outgoingKeys(to recipient: DeviceID) throws -> PairKeys {
         if let keys = outgoing[recipient] { return keys }
         let keys = try pairKeys(secretWith: recipient, from: identity.deviceID, to: recipient)
