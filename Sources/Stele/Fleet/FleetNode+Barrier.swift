@@ -137,8 +137,10 @@ extension FleetNode {
             try replica.recordAck(round: proposal.round, digest: digest, generation: proposal.generation)
             barrier.outstanding = proposal.round
             nextEpoch += 1
+            var knowledge = try replica.knowledge()
+            knowledge.noteRevoked(channel?.revoked ?? [])
             barrier.round = BarrierState.Round(
-                proposal: proposal, members: roster, acks: [replica.device: digest], knowledge: try replica.knowledge(), epoch: nextEpoch)
+                proposal: proposal, members: roster, acks: [replica.device: digest], knowledge: knowledge, epoch: nextEpoch)
             let frame = FrameCodec.encode(.gcPropose(proposal))
             var outputs: [FleetOutput] = peers.map { .send(to: $0, bytes: frame) }
             outputs.append(.arm(.barrierRound(epoch: nextEpoch), afterMilliseconds: configuration.barrierRoundMilliseconds))
