@@ -165,9 +165,9 @@ import TestSupport
         #expect(throws: SealError.tampered(sender: phone.deviceID)) {
             _ = try WrappedAccountKey(account: account, epoch: 2, recipient: phone.deviceID, sealed: damaged).open(with: phone, roster: roster)
         }
-        // Revoked, the device no longer opens its own copy.
+        // Revoked, the device no longer opens its own copy: it is refused by name.
         try roster.append(try RosterChange.revocation(of: phone.deviceID, by: laptop, account: account, index: 2))
-        #expect(throws: SealError.unknownSender) { _ = try own.open(with: phone, roster: roster) }
+        #expect(throws: SealError.revokedSender(phone.deviceID)) { _ = try own.open(with: phone, roster: roster) }
     }
 }
 
