@@ -74,6 +74,8 @@ public final class Oracle {
     /// "namespace|key" (a log's group, a message's id) of records such a device
     /// wrote under a stamp it may have issued before.
     private var limited: Set<String> = []
+    /// What the fleet had seen at each anchor that landed, with ``forgettingMark`` then.
+    private var landedKnowledge: [(mark: Int, knowledge: Knowledge)] = []
     /// The deletes recorded of each message ("namespace|message"), by operation index.
     private var messageDeletes: [String: [Int]] = [:]
     /// How many times an operation was forgotten (``erase(_:)``).
@@ -84,6 +86,7 @@ public final class Oracle {
     /// An anchor landed holding `snapshot`, taken at virtual time `takenAt`: every
     /// operation made before then that the snapshot reflects is permanent.
     func anchorLanded(_ snapshot: Snapshot, takenAt: Int64) {
+        landedKnowledge.append((erasures, snapshot.knowledge))
         let evidence = SnapshotEvidence(snapshot)
         for index in operations.indices where !operations[index].erased && operations[index].time <= takenAt {
             if isKnown(operations[index], by: [evidence]) { anchored.insert(index) }
@@ -296,13 +299,46 @@ public final class Oracle {
     /// (`mark`, ``forgettingMark`` then): what the world had already lost when the
     /// backup was taken cannot be in it, whatever its vectors cover (a device that
     /// lost a write runs its counter past it, seed 200026).
+    ///
+    /// Nor what a round the fleet agreed on after it was forgotten vouches for:
+    /// the restored device is then behind that round, recovers from its
+    /// snapshot, and drops every local record the round's ``Knowledge`` covers
+    /// (it cannot tell a write lost before the round from one deleted and
+    /// collected in it; dropping is the side that resurrects nothing).
     func takeBack(knownTo replica: Replica, forgottenAfter mark: Int) {
         Self.suspendingFaults([replica]) {
             let store = StoreEvidence(replica: replica)
             for index in operations.indices {
                 guard let erasedAt = operations[index].erasedAt, erasedAt > mark, isKnown(operations[index], by: [store]) else { continue }
+                var since = Knowledge()
+                for landed in landedKnowledge where landed.mark >= erasedAt { since.merge(landed.knowledge) }
+                guard !Self.recoveryDrops(operations[index], holding: replica, vouchedFor: since) else { continue }
                 operations[index].erasedAt = nil
             }
+        }
+    }
+
+    /// Whether recovering from a snapshot with `knowledge` drops what `replica`
+    /// holds of the operation (``Replica/recover(from:)``: a record the
+    /// knowledge covers goes, and of a message each op it covers).
+    private static func recoveryDrops(_ operation: Operation, holding replica: Replica, vouchedFor knowledge: Knowledge) -> Bool {
+        func covered(_ stamp: WriteStamp?) -> Bool {
+            guard let stamp else { return false }
+            return stamp.timestamp <= knowledge.stamps[stamp.writer] ?? .zero
+        }
+        let namespace = operation.namespace
+        switch operation.kind {
+        case .causalPut, .causalDelete:
+            guard let record = (try? replica.causal(namespace).record(operation.key)) ?? nil else { return false }
+            return record.vector.entries.allSatisfy { knowledge.counters[$0.device] >= $0.counter }
+        case .lww:
+            return covered(((try? replica.lww(namespace).record(operation.key)) ?? nil)?.stamp)
+        case .appendOnly:
+            return covered(((try? replica.appendOnly(namespace).record(operation.key)) ?? nil)?.stamp)
+        case .append(let id), .bury(let id):
+            return covered(((try? replica.log(namespace).event(id)) ?? nil)?.stamp)
+        case .message(let op):
+            return covered(WriteStamp(timestamp: HybridTimestamp(rawValue: UInt64(op.time)), writer: op.writer))
         }
     }
 
