@@ -138,30 +138,14 @@ public struct SiblingChannel: Sendable {
     /// - Returns: the sender, authenticated as a member of the roster, and the frame.
     /// - Throws: ``SealError`` saying why the bytes were refused; nothing is learnt from them.
     public mutating func open(_ sealed: [UInt8]) throws(SealError) -> (sender: DeviceID, frame: [UInt8]) {
-        guard sealed.count >= Self.overhead else { throw .truncated(count: sealed.count, minimum: Self.overhead) }
-        guard sealed[0] == Self.version else { throw .unsupportedVersion(sealed[0]) }
-        // The recipient's 32 bytes parse as a device id whatever they hold.
-        guard let recipient = try? DeviceID(bytes: sealed[1..<(1 + DeviceID.byteCount)]) else { throw .truncated(count: sealed.count, minimum: Self.overhead) }
-        guard recipient == identity.deviceID else { throw .wrongRecipient(recipient) }
-        let saltStart = 1 + DeviceID.byteCount
-        let salt = Array(sealed[saltStart..<(saltStart + Self.saltCount)])
-        let tagged = Array(sealed[..<(saltStart + Self.saltCount)])
-        let tag = sealed[(saltStart + Self.saltCount)..<Self.headerCount]
+        let header = try header(of: sealed)
         for candidate in orderedMembers {
-            guard let pair = try? incomingKeys(from: candidate), let mine = try? KeyAgreement.hmac(key: pair.tag, tagged),
-                KeyAgreement.constantTimeEqual(Array(mine.prefix(Self.senderTagCount)), tag)
-            else { continue }
-            guard let key = try? KeyAgreement.hkdf(key: pair.frame, salt: salt, info: Self.frameLabel, count: 32),
-                let frame = Sealing.open(sealed[Self.headerCount...], keyBytes: key, associated: Array(sealed[..<Self.headerCount]), nonce: Self.zeroNonce)
-            else { throw .tampered(sender: candidate) }
+            guard let pair = try? incomingKeys(from: candidate), Self.tagMatches(header, pair) else { continue }
+            guard let frame = Self.openBody(sealed, header, pair) else { throw .tampered(sender: candidate) }
             return (candidate, frame)
         }
         for candidate in orderedRevoked {
-            if let pair = try? incomingKeys(from: candidate), let mine = try? KeyAgreement.hmac(key: pair.tag, tagged),
-                KeyAgreement.constantTimeEqual(Array(mine.prefix(Self.senderTagCount)), tag)
-            {
-                throw .revokedSender(candidate)
-            }
+            if let pair = try? incomingKeys(from: candidate), Self.tagMatches(header, pair) { throw .revokedSender(candidate) }
         }
         throw .unknownSender
     }
@@ -170,20 +154,34 @@ public struct SiblingChannel: Sendable {
     /// directory, ``WrappedAccountKey``): frames from siblings never come this way.
     /// - Throws: ``SealError`` when this device did not seal them for itself.
     mutating func openOwn(_ sealed: [UInt8]) throws(SealError) -> [UInt8] {
+        let header = try header(of: sealed)
+        guard let pair = try? outgoingKeys(to: identity.deviceID), Self.tagMatches(header, pair) else { throw .unknownSender }
+        guard let frame = Self.openBody(sealed, header, pair) else { throw .tampered(sender: identity.deviceID) }
+        return frame
+    }
+
+    /// A sealed frame's header, checked to be addressed to this device: its salt,
+    /// the bytes the sender tag covers, and the tag.
+    private func header(of sealed: [UInt8]) throws(SealError) -> (salt: [UInt8], tagged: [UInt8], tag: [UInt8]) {
         guard sealed.count >= Self.overhead else { throw .truncated(count: sealed.count, minimum: Self.overhead) }
         guard sealed[0] == Self.version else { throw .unsupportedVersion(sealed[0]) }
+        // The recipient's 32 bytes parse as a device id whatever they hold.
         guard let recipient = try? DeviceID(bytes: sealed[1..<(1 + DeviceID.byteCount)]) else { throw .truncated(count: sealed.count, minimum: Self.overhead) }
         guard recipient == identity.deviceID else { throw .wrongRecipient(recipient) }
-        let saltStart = 1 + DeviceID.byteCount
-        let salt = Array(sealed[saltStart..<(saltStart + Self.saltCount)])
-        let tag = sealed[(saltStart + Self.saltCount)..<Self.headerCount]
-        guard let pair = try? outgoingKeys(to: recipient), let mine = try? KeyAgreement.hmac(key: pair.tag, Array(sealed[..<(saltStart + Self.saltCount)])),
-            KeyAgreement.constantTimeEqual(Array(mine.prefix(Self.senderTagCount)), tag)
-        else { throw .unknownSender }
-        guard let key = try? KeyAgreement.hkdf(key: pair.frame, salt: salt, info: Self.frameLabel, count: 32),
-            let frame = Sealing.open(sealed[Self.headerCount...], keyBytes: key, associated: Array(sealed[..<Self.headerCount]), nonce: Self.zeroNonce)
-        else { throw .tampered(sender: recipient) }
-        return frame
+        let saltEnd = 1 + DeviceID.byteCount + Self.saltCount
+        return (Array(sealed[(saltEnd - Self.saltCount)..<saltEnd]), Array(sealed[..<saltEnd]), Array(sealed[saltEnd..<Self.headerCount]))
+    }
+
+    /// Whether the sender whose pair keys these are made the header's tag.
+    private static func tagMatches(_ header: (salt: [UInt8], tagged: [UInt8], tag: [UInt8]), _ pair: PairKeys) -> Bool {
+        guard let mine = try? KeyAgreement.hmac(key: pair.tag, header.tagged) else { return false }
+        return KeyAgreement.constantTimeEqual(Array(mine.prefix(senderTagCount)), header.tag[...])
+    }
+
+    /// The frame, or `nil` when the body does not open under the pair's frame key.
+    private static func openBody(_ sealed: [UInt8], _ header: (salt: [UInt8], tagged: [UInt8], tag: [UInt8]), _ pair: PairKeys) -> [UInt8]? {
+        guard let key = try? KeyAgreement.hkdf(key: pair.frame, salt: header.salt, info: frameLabel, count: 32) else { return nil }
+        return Sealing.open(sealed[headerCount...], keyBytes: key, associated: Array(sealed[..<headerCount]), nonce: zeroNonce)
     }
 
     private mutating func outgoingKeys(to recipient: DeviceID) throws -> PairKeys {
