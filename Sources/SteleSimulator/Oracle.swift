@@ -322,15 +322,12 @@ public final class Oracle {
     /// holds of the operation (``Replica/recover(from:)``: a record the
     /// knowledge covers goes, and of a message each op it covers).
     private static func recoveryDrops(_ operation: Operation, holding replica: Replica, vouchedFor knowledge: Knowledge) -> Bool {
-        func covered(_ stamp: WriteStamp?) -> Bool {
-            guard let stamp else { return false }
-            return stamp.timestamp <= knowledge.stamps[stamp.writer] ?? .zero
-        }
+        func covered(_ stamp: WriteStamp?) -> Bool { stamp.map(knowledge.covers) ?? false }
         let namespace = operation.namespace
         switch operation.kind {
         case .causalPut, .causalDelete:
             guard let record = (try? replica.causal(namespace).record(operation.key)) ?? nil else { return false }
-            return record.vector.entries.allSatisfy { knowledge.counters[$0.device] >= $0.counter }
+            return knowledge.covers(vector: record.vector)
         case .lww:
             return covered(((try? replica.lww(namespace).record(operation.key)) ?? nil)?.stamp)
         case .appendOnly:
@@ -338,7 +335,7 @@ public final class Oracle {
         case .append(let id), .bury(let id):
             return covered(((try? replica.log(namespace).event(id)) ?? nil)?.stamp)
         case .message(let op):
-            return covered(WriteStamp(timestamp: HybridTimestamp(rawValue: UInt64(op.time)), writer: op.writer))
+            return knowledge.covers(op)
         }
     }
 

@@ -52,7 +52,7 @@ public struct Knowledge: Sendable, Equatable {
         switch record {
         case .causal(let record):
             // A delete or edit beyond what was seen shows in the vector itself.
-            return record.vector.entries.allSatisfy { counters[$0.device] >= $0.counter }
+            return covers(vector: record.vector)
         case .lww(let record): return covers(record.stamp)
         case .event(let event): return covers(event.stamp)
         case .appendOnly(let record): return covers(record.stamp)
@@ -60,8 +60,13 @@ public struct Knowledge: Sendable, Equatable {
         }
     }
 
+    /// Whether the fleet had seen every write a causal record with this vector holds.
+    public func covers(vector: VersionVector) -> Bool {
+        vector.entries.allSatisfy { counters[$0.device] >= $0.counter }
+    }
+
     /// Whether the fleet had seen this message op when it agreed.
-    func covers(_ op: MessageOp) -> Bool {
+    public func covers(_ op: MessageOp) -> Bool {
         covers(WriteStamp(timestamp: HybridTimestamp(rawValue: UInt64(op.time)), writer: op.writer))
     }
 
@@ -75,7 +80,8 @@ public struct Knowledge: Sendable, Equatable {
         return ops.isEmpty ? nil : .message(MessageRecord(message: message.message, ops: ops))
     }
 
-    private func covers(_ stamp: WriteStamp) -> Bool { stamp.timestamp <= stamps[stamp.writer] ?? .zero }
+    /// Whether the fleet had seen the write of this stamp (`lww`, `log`, `appendOnly`).
+    public func covers(_ stamp: WriteStamp) -> Bool { stamp.timestamp <= stamps[stamp.writer] ?? .zero }
 
     // MARK: - Encoding
 
