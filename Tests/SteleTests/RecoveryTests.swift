@@ -52,6 +52,37 @@ import TestSupport
         }
     }
 
+    /// A round vouches for all of a device revoked before it (``Knowledge/noteRevoked(_:)``):
+    /// the tablet's write, which the fleet deleted and collected, is dropped from
+    /// a restored phone; without the note it would be kept as never seen (seed 250028).
+    @Test func aRoundVouchesForAllOfADeviceRevokedBeforeIt() throws {
+        let directory = try TemporaryDirectory("recovery-revoked")
+        let clock = ManualWallClock()
+        let tablet = Fixtures.device(3)
+        let writer = try Fixtures.replica(in: directory, name: "tablet.stele", device: tablet, clock: clock)
+        let phone = try Fixtures.replica(in: directory, name: "phone.stele", device: Fixtures.device(1), clock: clock)
+        let laptop = try Fixtures.replica(in: directory, name: "laptop.stele", device: Fixtures.device(2), clock: clock)
+        for replica in [writer, phone, laptop] { try RandomWorkload.declare(on: replica) }
+        try writer.lww("flags").put("lost", "from the tablet".bytes)
+        for record in try writer.lww("flags").records() { try phone.lww("flags").apply(record) }
+        let backup = directory.file("phone-backup.stele")
+        try phone.backup(to: backup)
+        // The fleet agreed on content without the tablet's write (deleted and collected).
+        var plain = try laptop.knowledge()
+        plain.merge(try phone.knowledge())
+        var noted = plain
+        noted.noteRevoked([tablet])
+        for (knowledge, kept) in [(plain, true), (noted, false)] {
+            let copy = directory.file("restored-\(kept).stele")
+            try FileManager.default.copyItem(atPath: backup, toPath: copy)
+            let restored = try Replica.open(at: copy, options: Replica.Options(clock: clock))
+            let outcome = try restored.recover(from: try Snapshot.take(of: laptop, generation: 1, knowledge: knowledge))
+            #expect(outcome.keptLocal == (kept ? 1 : 0))
+            #expect(outcome.dropped == (kept ? 0 : 1))
+            #expect(try restored.lww("flags").get("lost") == (kept ? "from the tablet".bytes : nil))
+        }
+    }
+
     @Test func aRestoredDeviceTakesTheFleetsContentAndKeepsItsNewerEdits() throws {
         let story = try Story()
         let restored = try Replica.open(at: story.backup, options: Replica.Options(clock: ManualWallClock(milliseconds: 1_700_000_100_000)))
