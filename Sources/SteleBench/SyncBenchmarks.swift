@@ -18,52 +18,52 @@ enum SyncBenchmarks {
     }
 
     /// Replica `a` advertises to `b`; frames go back and forth until neither has
-    /// anything to send (timers are not fired: an exchange needs none). With
-    /// `identities`, the nodes are the sealed ones apps build (``SiblingChannel``);
-    /// without, the unsealed baseline. Collection is off in both, so the only
-    /// replies are reconcile frames.
+    /// anything to send (timers are not fired: an exchange needs none). Each node
+    /// runs in the driver apps run, in the in-memory environment with frames
+    /// arriving at once. With `identities`, the nodes are the sealed ones apps
+    /// build (``SiblingChannel``); without, the unsealed baseline. Collection is
+    /// off in both, so the only replies are reconcile frames.
     static func exchange(from a: Replica, to b: Replica, seed: UInt64, identities: (DeviceIdentity, DeviceIdentity)? = nil) throws -> Exchange {
         let roster: Set<DeviceID> = [a.device, b.device]
         let configuration = FleetConfiguration(collects: false)
-        var nodes: [DeviceID: FleetNode]
-        var first: [UInt8]
+        let world = MemoryFleet()
+        world.frameLatencyMilliseconds = 0
+        let drivers: [FleetDriver]
         if let identities {
-            nodes = [
-                a.device: try FleetNode(replica: a, identity: identities.0, roster: roster, accountKeys: [], configuration: configuration, random: SplitMixBench(seed: seed)),
-                b.device: try FleetNode(replica: b, identity: identities.1, roster: roster, accountKeys: [], configuration: configuration, random: SplitMixBench(seed: seed &+ 1)),
-            ]
-            var channel = SiblingChannel(identity: identities.0, account: a.account, members: roster)
-            first = try channel.seal(FrameCodec.encode(.advertisement(try nodes[a.device]!.advertisement())), to: b.device)
+            var signed = try Roster.founding(account: a.account, by: identities.0)
+            try signed.append(
+                try RosterChange.approval(of: identities.1.deviceID, signingKey: try identities.1.signingKey(), by: identities.0, account: a.account, index: signed.version))
+            drivers = try [(a, identities.0, seed), (b, identities.1, seed &+ 1)].map { replica, identity, seed in
+                try FleetDriver(
+                    replica: replica, identity: identity, keyStore: MemoryKeyStore(KeyRing(identity: identity, roster: signed)),
+                    environment: world.environment(for: replica.device), configuration: configuration, random: SplitMixBench(seed: seed))
+            }
         } else {
-            nodes = [
-                a.device: FleetNode(unsealed: a, roster: roster, configuration: configuration, random: SplitMixBench(seed: seed)),
-                b.device: FleetNode(unsealed: b, roster: roster, configuration: configuration, random: SplitMixBench(seed: seed &+ 1)),
-            ]
-            first = FrameCodec.encode(.advertisement(try nodes[a.device]!.advertisement()))
+            drivers = [(a, seed), (b, seed &+ 1)].map { replica, seed in
+                FleetDriver(
+                    unsealed: replica, roster: roster, accountKeys: [], environment: world.environment(for: replica.device), configuration: configuration,
+                    random: SplitMixBench(seed: seed))
+            }
+        }
+        for driver in drivers {
+            driver.deliversLocalChanges = false
+            world.attach(driver)
         }
         var exchange = Exchange()
         let watch = Stopwatch()
-        var inFlight: [(from: DeviceID, to: DeviceID, bytes: [UInt8])] = [(a.device, b.device, first)]
-        var sent: [[UInt8]] = []
-        while !inFlight.isEmpty {
-            let (from, to, bytes) = inFlight.removeFirst()
-            sent.append(bytes)
-            exchange.frames += 1
-            exchange.bytes += bytes.count
-            guard var node = nodes[to] else { continue }
-            for output in node.handle(identities == nil ? .frame(from: from, bytes: bytes) : .sealed(bytes)) {
-                if case .send(let target, let reply) = output, target == from {
-                    inFlight.append((to, from, reply))
-                }
-            }
-            nodes[to] = node
-        }
+        // The change debounce ending is what makes a device advertise after a write.
+        drivers[0].handle(.timer(.changeDebounce))
+        world.run(forMilliseconds: 0)
         exchange.seconds = watch.elapsedSeconds
+        let sent = world.sent.map(\.bytes)
+        exchange.frames = sent.count
+        exchange.bytes = sent.reduce(0) { $0 + $1.count }
         if identities == nil {
             exchange.uncompressedBytes = sent.reduce(0) { total, bytes in
                 total + ((try? FrameCodec.decode(bytes)).map { FrameCodec.encode($0, compress: false).count } ?? bytes.count)
             }
         }
+        for driver in drivers { driver.stop() }
         return exchange
     }
 

@@ -15,7 +15,10 @@ public final class SimulatedDevice {
     /// Where the store lives.
     public let path: String
     let clock: ManualWallClock
-    public internal(set) var node: FleetNode
+    /// The driver that runs its fleet node: the one apps run, in the simulated environment.
+    public internal(set) var driver: FleetDriver
+    /// Its fleet node.
+    public var node: FleetNode { driver.node }
     /// How far the device's wall clock is off the virtual clock.
     public internal(set) var skewMilliseconds: Int64 = 0
     public internal(set) var isOnline = true
@@ -43,7 +46,7 @@ public final class SimulatedDevice {
     var contactTaps: [AccountID: SiblingChannel] = [:]
 
     init(
-        name: String, identity: DeviceIdentity, contact: String?, replica: Replica, keys: MemoryKeyStore, path: String, clock: ManualWallClock, node: FleetNode
+        name: String, identity: DeviceIdentity, contact: String?, replica: Replica, keys: MemoryKeyStore, path: String, clock: ManualWallClock, driver: FleetDriver
     ) {
         self.name = name
         self.keys = keys
@@ -52,7 +55,7 @@ public final class SimulatedDevice {
         self.replica = replica
         self.path = path
         self.clock = clock
-        self.node = node
+        self.driver = driver
         tap = SiblingChannel(identity: identity, account: replica.account)
     }
 

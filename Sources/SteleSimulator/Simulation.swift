@@ -83,7 +83,6 @@ public final class Simulation {
     private let folder: String
     private var random: SplitMix
     private var queue = EventQueue<Event>()
-    private var armed: [DeviceID: [FleetTimer: (sequence: UInt64, deadline: Int64)]] = [:]
     private var backups: [String: (device: String, path: String, time: Int64, keys: MemoryKeyStore, forgettingMark: Int)] = [:]
     /// Whether devices keep a stamp floor in their key store (``StampFloor``).
     /// Off only for tests that show what the floor prevents: set it before
@@ -126,9 +125,9 @@ public final class Simulation {
 
     private enum Event {
         case deliver(from: DeviceID, to: DeviceID, sealed: [UInt8], plain: [UInt8])
-        case timer(device: DeviceID, timer: FleetTimer)
-        case anchorWrite(device: DeviceID, anchor: Anchor, takenAt: Int64)
-        case anchorRead(device: DeviceID)
+        case timer(device: DeviceID, timer: SimulatedTimer)
+        case anchorWrite(device: DeviceID, sealed: [UInt8], takenAt: Int64, completion: (Result<Void, AnchorError>) -> Void)
+        case anchorRead(device: DeviceID, completion: (Result<[UInt8]?, AnchorError>) -> Void)
     }
 
     /// Creates an empty world; add devices with ``addDevice(_:)``.
@@ -154,8 +153,8 @@ public final class Simulation {
     public func setCollection(_ allowed: Bool) {
         let switchedOn = allowed && !configuration.collects
         configuration.collects = allowed
-        for device in everyDevice { device.node.configuration.collects = allowed }
-        if switchedOn { for device in devices where device.isOnline { deliver(.localChange, to: device) } }
+        for device in everyDevice { device.driver.setConfiguration(configuration) }
+        if switchedOn { for device in devices where device.isOnline { device.driver.nudge() } }
     }
 
     // MARK: - Devices
@@ -183,9 +182,11 @@ public final class Simulation {
         let replica = try Replica.create(
             at: path, account: account, device: identity.deviceID,
             options: Replica.Options(clock: clock, random: SplitMix(seed: seed ^ identity.deviceID.stableSeed), stampFloor: usesStampFloors ? keys : nil))
-        let node = try FleetNode(
-            replica: replica, identity: identity, roster: [], accountKeys: [], configuration: configuration, random: SplitMix(seed: seed &+ identity.deviceID.stableSeed))
-        let device = SimulatedDevice(name: name, identity: identity, contact: contact, replica: replica, keys: keys, path: path, clock: clock, node: node)
+        let driver = try FleetDriver(
+            replica: replica, identity: identity, keyStore: keys, environment: SimulatedEnvironment(simulation: self, device: identity.deviceID).environment,
+            configuration: configuration, random: SplitMix(seed: seed &+ identity.deviceID.stableSeed))
+        driver.deliversLocalChanges = false
+        let device = SimulatedDevice(name: name, identity: identity, contact: contact, replica: replica, keys: keys, path: path, clock: clock, driver: driver)
         try declareNamespaces(on: device)
         watch(device)
         // The approval is what puts the device on the roster (issue 6): the first
@@ -209,7 +210,7 @@ public final class Simulation {
         updateTaps()
         try updateRosters()
         record(.joined, device: device)
-        deliver(.start, to: device)
+        device.driver.start()
         return device
     }
 
@@ -309,36 +310,26 @@ public final class Simulation {
         record(.revoked, device: device)
     }
 
-    /// Every device on the roster reads the directory: the roster, verified and
-    /// checked to extend the one it pinned, goes to its node, and any account key
-    /// wrapped for it that it lacks goes into its key store and its node. A
+    /// Every device on the roster reads the directory (``FleetDriver/refreshRoster(completion:)``):
+    /// the roster, verified and checked to extend the one it pinned, goes to its
+    /// node, and any account key wrapped for it that it lacks goes into its key
+    /// store and its node. Then every device reads its contacts' rosters. A
     /// revoked device hears nothing more.
     private func updateRosters() throws {
-        for account in [account] + contacts.map(\.account) { try updateRosters(of: account) }
-        // Each device's contacts: the rosters of the accounts it talks to, as the directory holds them.
-        var rosters: [AccountID: ContactRoster] = [:]
         for account in [account] + contacts.map(\.account) {
-            if let roster = try? directory.roster(of: account) { rosters[account] = ContactRoster(roster) }
+            for device in devices(of: account) { try refreshRoster(of: device) }
         }
         for device in everyDevice where !device.isRevoked {
-            carryOut(device.node.updateContacts(otherAccounts(of: device).compactMap { rosters[$0] }), for: device)
+            device.driver.contactAccounts = otherAccounts(of: device)
+            device.driver.refreshContacts()
         }
     }
 
-    private func updateRosters(of account: AccountID) throws {
-        let read = try directory.roster(of: account)
-        for device in devices(of: account) {
-            let stored = try device.keys.load()
-            var ring = stored ?? KeyRing(identity: device.identity)
-            let roster = try ring.roster?.adopting(read) ?? read
-            ring.roster = roster
-            for wrapped in try directory.wrappedKeys(for: device.id, of: account) where ring.accountKeys[wrapped.epoch] == nil {
-                ring.insert(try wrapped.open(with: device.identity, roster: roster), epoch: wrapped.epoch)
-            }
-            if ring != stored { try device.keys.save(ring) }
-            device.node.updateAccountKeys(ring.orderedAccountKeys)
-            carryOut(device.node.updateRoster(roster.members, revoked: roster.revoked), for: device)
-        }
+    /// The in-process directory answers at once: what the driver refused is thrown here.
+    private func refreshRoster(of device: SimulatedDevice) throws {
+        var outcome: Result<Void, any Error>?
+        device.driver.refreshRoster { outcome = $0 }
+        try outcome?.get()
     }
 
     /// Whether any account key `device` holds opens the anchor (`false` with no anchor).
@@ -349,14 +340,6 @@ public final class Simulation {
     /// The account keys a device holds, oldest first.
     func accountKeys(of device: SimulatedDevice) -> [AccountKey] {
         (try? device.keys.load())?.orderedAccountKeys ?? []
-    }
-
-    /// The roster as a device knows it: a revoked one still has the roster it was revoked from.
-    private func roster(of device: SimulatedDevice) -> (members: Set<DeviceID>, revoked: Set<DeviceID>) {
-        guard !device.isRevoked, let roster = try? directory.roster(of: device.account) else {
-            return (device.node.roster, device.node.channel?.revoked ?? [])
-        }
-        return (roster.members, roster.revoked)
     }
 
     /// Declares a namespace on every device (and on devices that join later).
@@ -373,6 +356,13 @@ public final class Simulation {
             guard let device, case .conflict = event.kind, case .row(let key) = event.subject else { return }
             device.conflicts.append((event.namespace, key))
         }
+        device.driver.onEvent = { [unowned self, unowned device] event in
+            device.logged[event.kind, default: 0] += 1
+            if event.kind == .unknownDevice, let peer = event.peer { device.refusedSenders.insert(peer) }
+            if event.kind == .roundCommitted || event.kind == .recovered { record(.generation(device.replica.generation), device: device) }
+            onEvent?(device.name, event)
+            if let trace { trace(String(format: "%10.3f s  %@  %@", Double(now) / 1_000, device.name, "\(event)")) }
+        }
     }
 
     // MARK: - The network
@@ -382,7 +372,7 @@ public final class Simulation {
         device.isOnline = online
         noteReachability()
         record(online ? .online : .offline, device: device)
-        if online { deliver(.localChange, to: device) }
+        if online { device.driver.nudge() }
     }
 
     /// Records, for every two devices of the own account, since when they have reached each other.
@@ -416,7 +406,7 @@ public final class Simulation {
         noteReachability()
         network = Network()
         timeline.append(TimelineEntry(time: now, device: nil, kind: .heal))
-        for device in devices where device.isOnline { deliver(.localChange, to: device) }
+        for device in devices where device.isOnline { device.driver.nudge() }
     }
 
     /// Whether two devices can exchange frames right now.
@@ -491,10 +481,9 @@ public final class Simulation {
         }
         // SCENARIOS.md: idle means no timer but a periodic one due within the next 60 s;
         // a back-off long after that is a fleet at rest.
-        for (owner, timers) in armed where rosterIDs.contains(owner) {
+        for device in everyDevice where rosterIDs.contains(device.id) && device.isOnline {
             // The outbox retries while a contact is out of reach: periodic too.
-            for (timer, armed) in timers where timer != .advertise && timer != .outbox && armed.deadline <= now + 60_000 {
-                guard let device = device(id: owner), device.isOnline else { continue }
+            for (timer, deadline) in device.driver.armedTimers where timer != .advertise && timer != .outbox && deadline <= now + 60_000 {
                 return "\(device.name) has a \(timer) timer pending"
             }
         }
@@ -525,80 +514,72 @@ public final class Simulation {
             // The bytes themselves: salts and nonces come from the nodes' seeded generators.
             wireHasher.add(bytes: bytes)
             if recordsWire { wire.append(bytes) }
-            deliver(.sealed(bytes), to: target)
+            target.driver.receive(bytes, from: from)
             if let source = device(id: from), source.account != target.account { deliveryLanded(plain, from: source, on: target) }
             if oracle.isCarrier(sequence) {
                 if roster.contains(from) && roster.contains(to) { oracle.frameLanded(sequence, in: target.replica) } else { oracle.frameLost(sequence) }
             }
         case let .timer(owner, timer):
-            guard armed[owner]?[timer]?.sequence == sequence, let target = device(id: owner) else { return }
-            armed[owner]?[timer] = nil
+            guard !timer.isCancelled, device(id: owner) != nil else { return }
             hasher.add("timer", now, owner, owner, 0)
-            deliver(.timer(timer), to: target)
-        case let .anchorWrite(owner, anchor, takenAt):
+            timer.fire()
+        case let .anchorWrite(owner, sealed, takenAt, completion):
             guard let target = device(id: owner) else { return }
-            var landed = !anchorSubstrate.isDown && target.isOnline && !anchorSubstrate.failNextWrite
+            let landed = !anchorSubstrate.isDown && target.isOnline && !anchorSubstrate.failNextWrite
             anchorSubstrate.failNextWrite = false
-            // Sealed with the newest account key the writer holds.
-            if landed, let key = accountKeys(of: target).last { landed = (try? anchors.write(anchor, key: key)) != nil } else { landed = false }
-            hasher.add(landed ? "anchor-landed" : "anchor-failed", now, owner, owner, Int(anchor.header.generation))
+            let header = try? AnchorFile.header(sealed)
+            if landed { anchors.replace(sealed, of: target.account) }
+            hasher.add(landed ? "anchor-landed" : "anchor-failed", now, owner, owner, Int(header?.generation ?? 0))
             if landed {
-                record(.anchorWritten(anchor.header.generation), device: target)
+                record(.anchorWritten(header?.generation ?? 0), device: target)
                 // Another account's anchor is no evidence for this account's writes (seed 13).
-                if let snapshot = try? Snapshot(decoding: anchor.snapshot) {
+                if let anchor = opened(sealed, by: target), let snapshot = try? Snapshot(decoding: anchor.snapshot) {
                     (target.account == account ? oracle : contactOracle).anchorLanded(snapshot, takenAt: takenAt)
                 }
             }
-            deliver(.anchorWritten(round: anchor.header.round, succeeded: landed), to: target)
-        case .anchorRead(let owner):
+            completion(landed ? .success(()) : .failure(AnchorError(.unavailable, "the anchor substrate is unreachable")))
+        case let .anchorRead(owner, completion):
             guard let target = device(id: owner) else { return }
-            let reading: AnchorReading
-            if anchorSubstrate.isDown || !target.isOnline {
-                reading = .unavailable("the anchor substrate is unreachable")
-            } else {
-                reading = readAnchor(of: target.account, with: accountKeys(of: target))
-            }
             hasher.add("anchor-read", now, owner, owner, 0)
-            deliver(.anchorRead(reading), to: target)
+            if anchorSubstrate.isDown || !target.isOnline {
+                completion(.failure(AnchorError(.unavailable, "the anchor substrate is unreachable")))
+            } else {
+                completion(.success(anchors.bytes(of: target.account)))
+            }
         }
+    }
+
+    /// An anchor a device sealed, opened with the keys it holds (the oracle's view).
+    private func opened(_ sealed: [UInt8], by device: SimulatedDevice) -> Anchor? {
+        for key in accountKeys(of: device).reversed() { if let anchor = try? AnchorFile.decode(sealed, key: key) { return anchor } }
+        return nil
+    }
+
+    /// Queues a device's timer on the virtual clock.
+    func schedule(_ timer: SimulatedTimer, for device: DeviceID, afterMilliseconds delay: Int64) -> SimulatedTimer {
+        queue.push(.timer(device: device, timer: timer), at: now + delay)
+        return timer
+    }
+
+    /// Queues a device's anchor write: it lands (or fails) after the substrate's latency.
+    func queueAnchorWrite(_ sealed: [UInt8], by device: DeviceID, completion: @escaping (Result<Void, AnchorError>) -> Void) {
+        let delay = anchorSubstrate.delayNextWriteMilliseconds ?? anchorSubstrate.latencyMilliseconds
+        anchorSubstrate.delayNextWriteMilliseconds = nil
+        queue.push(.anchorWrite(device: device, sealed: sealed, takenAt: now, completion: completion), at: now + delay)
+    }
+
+    /// Queues a device's anchor read.
+    func queueAnchorRead(by device: DeviceID, completion: @escaping (Result<[UInt8]?, AnchorError>) -> Void) {
+        queue.push(.anchorRead(device: device, completion: completion), at: now + anchorSubstrate.latencyMilliseconds)
     }
 
     private func syncClocks() {
         for device in everyDevice { device.clock.set(milliseconds: Self.epoch + now + device.skewMilliseconds) }
     }
 
-    /// Hands an input to a device's node and carries out what it returns. Offline
-    /// devices still run (their app writes, their timers fire); their frames go nowhere.
-    func deliver(_ input: FleetInput, to device: SimulatedDevice) {
-        carryOut(device.node.handle(input), for: device)
-    }
-
-    private func carryOut(_ outputs: [FleetOutput], for device: SimulatedDevice) {
-        for output in outputs {
-            switch output {
-            case let .send(to, bytes):
-                send(bytes, from: device.id, to: to)
-            case let .arm(timer, delay):
-                armed[device.id, default: [:]][timer] = (queue.push(.timer(device: device.id, timer: timer), at: now + delay), now + delay)
-            case .cancel(let timer):
-                armed[device.id]?[timer] = nil
-            case .log(let event):
-                device.logged[event.kind, default: 0] += 1
-                if event.kind == .unknownDevice, let peer = event.peer { device.refusedSenders.insert(peer) }
-                if event.kind == .roundCommitted || event.kind == .recovered { record(.generation(device.replica.generation), device: device) }
-                onEvent?(device.name, event)
-                if let trace { trace(String(format: "%10.3f s  %@  %@", Double(now) / 1_000, device.name, "\(event)")) }
-            case .writeAnchor(let anchor):
-                let delay = anchorSubstrate.delayNextWriteMilliseconds ?? anchorSubstrate.latencyMilliseconds
-                anchorSubstrate.delayNextWriteMilliseconds = nil
-                queue.push(.anchorWrite(device: device.id, anchor: anchor, takenAt: now), at: now + delay)
-            case .readAnchor:
-                queue.push(.anchorRead(device: device.id), at: now + anchorSubstrate.latencyMilliseconds)
-            }
-        }
-    }
-
-    private func send(_ bytes: [UInt8], from: DeviceID, to: DeviceID) {
+    /// Puts a frame on the network. Offline devices still run (their app writes,
+    /// their timers fire); their frames go nowhere.
+    func send(_ bytes: [UInt8], from: DeviceID, to: DeviceID) {
         // A frame to another account's device is read even if it goes nowhere: the
         // receipts in it were written all the same.
         var opened: [UInt8]?
@@ -688,19 +669,6 @@ public final class Simulation {
         return device(id: from)?.sealAny(rewritten, to: to)
     }
 
-    /// Reads the anchor and opens it with the newest of `keys` that authenticates it.
-    private func readAnchor(of account: AccountID, with keys: [AccountKey]) -> AnchorReading {
-        var failure = "this device holds no account key"
-        for key in keys.reversed() {
-            do {
-                return try anchors.read(account, key: key).map { .found($0) } ?? AnchorReading.none
-            } catch {
-                failure = "\(error)"
-            }
-        }
-        return (try? anchors.header(of: account)) == nil ? AnchorReading.none : .unavailable(failure)
-    }
-
     // MARK: - Faults
 
     /// Counts an injected fault of `kind`.
@@ -779,7 +747,6 @@ public final class Simulation {
         }
         for sequence in removed { oracle.frameLost(sequence) }
         statistics.framesDroppedInFlight += frames
-        armed[device.id] = nil
     }
 
     /// After a restore or a revocation: the oracle forgets the writes no store on
@@ -804,20 +771,26 @@ public final class Simulation {
     private func reopen(_ device: SimulatedDevice, whileClosed change: () throws -> Void = {}) throws {
         let options = Replica.Options(
             clock: device.clock, random: SplitMix(seed: seed ^ device.id.stableSeed ^ UInt64(now)), stampFloor: usesStampFloors ? device.keys : nil)
-        let knownRoster = roster(of: device)
         device.firedBeforeReopen += device.replica.storageFaultsFired
-        // Release every reference to the store before touching its file.
+        // The process dies: its driver hears nothing more. Release every
+        // reference to the store before touching its file.
+        device.driver.stop()
         let placeholder = try Replica.create(at: ":memory:", account: device.account, device: device.id)
-        device.node = FleetNode(unsealed: placeholder, roster: [], configuration: configuration, random: SplitMix(seed: 0))
+        let environment = SimulatedEnvironment(simulation: self, device: device.id).environment
+        device.driver = FleetDriver(unsealed: placeholder, roster: [], accountKeys: [], environment: environment, configuration: configuration, random: SplitMix(seed: 0))
         device.replica = placeholder
         try change()
         device.replica = try Replica.open(at: device.path, account: device.account, device: device.id, options: options)
         try declareNamespaces(on: device)
-        device.node = try FleetNode(
-            replica: device.replica, identity: device.identity, roster: knownRoster.members, revoked: knownRoster.revoked, accountKeys: accountKeys(of: device),
-            configuration: configuration, random: SplitMix(seed: seed &+ device.id.stableSeed &+ UInt64(now)))
+        // It starts on the roster its key store pinned, then reads the directory
+        // (a revoked device is told nothing: it keeps its old roster).
+        device.driver = try FleetDriver(
+            replica: device.replica, identity: device.identity, keyStore: device.keys, environment: environment, configuration: configuration,
+            random: SplitMix(seed: seed &+ device.id.stableSeed &+ UInt64(now)))
+        device.driver.deliversLocalChanges = false
         watch(device)
-        deliver(.start, to: device)
+        if !device.isRevoked { try refreshRoster(of: device) }
+        device.driver.start()
         try updateRosters()
     }
 
@@ -841,7 +814,7 @@ public final class Simulation {
             statistics.operations += 1
             if operation.isDelete { statistics.deletes += 1 }
             hasher.add("op", now, device.id, device.id, operation.hashValueStable)
-            deliver(.localChange, to: device)
+            device.driver.nudge()
             timeline.append(TimelineEntry(time: now, device: name, kind: .tombstones(totalTombstones())))
             return true
         } catch {

@@ -1,3 +1,5 @@
+import Foundation
+
 /// The totals of many runs, as `stele simulate` prints them.
 public struct SimulationSummary: Sendable, Codable {
     public var runs = 0
@@ -22,6 +24,11 @@ public struct SimulationSummary: Sendable, Codable {
     /// Virtual time from convergence until every tombstone was collected (G4).
     public var collectionP50Milliseconds: Int64?
     public var collectionP99Milliseconds: Int64?
+    /// The run's ``Simulation/wireDigest`` (with several runs, a digest of theirs
+    /// in seed order): two invocations with the same arguments print the same.
+    public var wireDigest = ""
+    /// The run's ``Simulation/eventLogHash`` (with several runs, a digest of theirs in seed order).
+    public var eventLogHash = ""
     /// Seeds whose run broke a guarantee or did not converge, with the first finding.
     public var failures: [Failure] = []
 
@@ -57,11 +64,21 @@ public struct SimulationSummary: Sendable, Codable {
             convergenceP50Milliseconds = times[times.count / 2]
             convergenceP99Milliseconds = times[min(times.count - 1, times.count * 99 / 100)]
         }
+        wireDigest = Self.fingerprint(outcomes.map(\.wireDigest))
+        eventLogHash = Self.fingerprint(outcomes.map(\.eventLogHash))
         collections.sort()
         if !collections.isEmpty {
             collectionP50Milliseconds = collections[collections.count / 2]
             collectionP99Milliseconds = collections[min(collections.count - 1, collections.count * 99 / 100)]
         }
+    }
+
+    /// One run's value as hex; several runs' folded in order.
+    private static func fingerprint(_ values: [UInt64]) -> String {
+        guard values.count != 1 else { return String(format: "%016llx", values[0]) }
+        var hasher = EventLogHasher()
+        for value in values { hasher.add(bytes: withUnsafeBytes(of: value.bigEndian) { Array($0) }) }
+        return String(format: "%016llx", hasher.value)
     }
 
     /// The summary as text.

@@ -3,43 +3,56 @@ import Testing
 import TestSupport
 @testable import Stele
 
-/// The barrier as the nodes run it (001 §4-8, DESIGN §6), driven by a small
-/// harness: frames delivered in order, timers fired on a virtual clock, anchors
-/// written to a real directory store, with failures on demand.
+/// The barrier as the nodes run it (001 §4-8, DESIGN §6), each in the driver
+/// apps run, in the in-memory environment (``MemoryFleet``): frames delivered in
+/// order, timers fired on a virtual clock, anchors landing, failing or hanging
+/// on demand.
 @Suite struct BarrierTests {
     final class Harness {
-        enum AnchorPolicy { case land, fail, hang }
-
         let fleet: TestFleet
-        let directory: TemporaryDirectory
-        let anchors: DirectoryAnchorStore
+        /// The in-memory environment: frames arrive in the order sent, before any timer of the same moment.
+        let world = MemoryFleet()
+        var anchors: MemoryAnchorStore { world.anchors }
         let key = AccountKey.generate()
-        var nodes: [FleetNode]
-        var now: Int64 = 0
-        /// Frames and anchor reports, delivered in order.
-        var pending: [(to: Int, input: FleetInput)] = []
-        var timers: [Int: [FleetTimer: Int64]] = [:]
-        var asleep: Set<Int> = []
-        var anchorPolicy = AnchorPolicy.land
+        let drivers: [FleetDriver]
+        var nodes: [FleetNode] { drivers.map(\.node) }
         var events: [(device: Int, event: FleetEvent)] = []
         /// Every frame sent: to replay one later.
-        var sent: [(from: Int, to: Int, bytes: [UInt8])] = []
-        var anchorWrites = 0
+        var sent: [(from: Int, to: Int, bytes: [UInt8])] {
+            world.sent.map { (index(of: $0.from), index(of: $0.to), $0.bytes) }
+        }
+        var anchorWrites: Int { world.anchorWrites }
+        var anchorPolicy: MemoryFleet.AnchorPolicy {
+            get { world.anchorPolicy }
+            set { world.anchorPolicy = newValue }
+        }
+        var asleep: Set<Int> = [] {
+            didSet { world.asleep = Set(asleep.map { fleet.devices[$0] }) }
+        }
         /// While set, acks on their way to the leader are held back here instead.
         var holdAcks = false
-        var heldAcks: [(to: Int, input: FleetInput)] = []
+        var heldAcks: [(from: DeviceID, to: DeviceID, bytes: [UInt8])] = []
 
         init(devices: Int, collects: [Bool]? = nil, seed: UInt64 = 3) throws {
+            world.frameLatencyMilliseconds = 0
+            world.anchorLatencyMilliseconds = 0
             fleet = try TestFleet(count: devices, seed: seed)
-            directory = try TemporaryDirectory("barrier")
-            anchors = DirectoryAnchorStore(directory: directory.path)
-            let fleet = self.fleet
-            let key = self.key
-            nodes = try fleet.replicas.enumerated().map { index, replica in
+            let (fleet, key, world) = (self.fleet, self.key, self.world)
+            drivers = try fleet.replicas.enumerated().map { index, replica in
                 try RandomWorkload.declare(on: replica)
-                let configuration = FleetConfiguration(collects: collects?[index] ?? true)
-                return FleetNode(
-                    unsealed: replica, roster: Set(fleet.devices), accountKeys: [key], configuration: configuration, random: SeededGenerator(seed: seed + UInt64(index)))
+                let driver = FleetDriver(
+                    unsealed: replica, roster: Set(fleet.devices), accountKeys: [key], environment: world.environment(for: replica.device),
+                    configuration: FleetConfiguration(collects: collects?[index] ?? true), random: SeededGenerator(seed: seed + UInt64(index)))
+                // The tests hand local changes in themselves.
+                driver.deliversLocalChanges = false
+                world.attach(driver)
+                return driver
+            }
+            for (index, driver) in drivers.enumerated() { driver.onEvent = { [unowned self] in self.events.append((index, $0)) } }
+            world.intercept = { [unowned self] from, to, bytes in
+                guard self.holdAcks, case .gcAck = try? FrameCodec.decode(bytes) else { return true }
+                self.heldAcks.append((from, to, bytes))
+                return false
             }
         }
 
@@ -47,65 +60,21 @@ import TestSupport
 
         func handle(_ input: FleetInput, at device: Int) {
             guard !asleep.contains(device) else { return }
-            carryOut(nodes[device].handle(input), at: device)
+            drivers[device].handle(input)
         }
 
-        func carryOut(_ outputs: [FleetOutput], at device: Int) {
-            for output in outputs {
-                switch output {
-                case let .send(to, bytes):
-                    sent.append((device, index(of: to), bytes))
-                    pending.append((index(of: to), .frame(from: fleet.devices[device], bytes: bytes)))
-                case let .arm(timer, delay): timers[device, default: [:]][timer] = now + delay
-                case .cancel(let timer): timers[device]?[timer] = nil
-                case .log(let event): events.append((device, event))
-                case .writeAnchor(let anchor):
-                    anchorWrites += 1
-                    switch anchorPolicy {
-                    case .land:
-                        let landed = (try? anchors.write(anchor, key: key)) != nil
-                        pending.append((device, .anchorWritten(round: anchor.header.round, succeeded: landed)))
-                    case .fail: pending.append((device, .anchorWritten(round: anchor.header.round, succeeded: false)))
-                    case .hang: break
-                    }
-                case .readAnchor:
-                    let reading: AnchorReading
-                    do {
-                        reading = try anchors.read(fleet.account, key: key).map { .found($0) } ?? AnchorReading.none
-                    } catch {
-                        reading = .unavailable("\(error)")
-                    }
-                    pending.append((device, .anchorRead(reading)))
-                }
-            }
+        /// Hands a frame held back (or sent before) to its recipient, after what is on the wire now.
+        func release(_ frame: (from: DeviceID, to: DeviceID, bytes: [UInt8])) { world.deliver(frame.bytes, from: frame.from, to: frame.to) }
+
+        func releaseHeldAcks() {
+            for ack in heldAcks { release(ack) }
+            heldAcks = []
         }
 
-        func start() { for device in nodes.indices { handle(.start, at: device) } }
+        func start() { for device in drivers.indices where !asleep.contains(device) { drivers[device].start() } }
 
         /// Delivers everything and fires every timer due within `milliseconds`.
-        func run(for milliseconds: Int64 = 120_000) {
-            let end = now + milliseconds
-            while true {
-                if !pending.isEmpty {
-                    let (device, input) = pending.removeFirst()
-                    if case .frame = input, asleep.contains(device) { continue }
-                    if holdAcks, case .frame(_, let bytes) = input, case .gcAck = try? FrameCodec.decode(bytes) {
-                        heldAcks.append((device, input))
-                        continue
-                    }
-                    handle(input, at: device)
-                    continue
-                }
-                let due = timers.flatMap { device, timers in timers.map { (device, $0.key, $0.value) } }
-                    .filter { $0.2 <= end && !asleep.contains($0.0) }
-                    .min { ($0.2, $0.0) < ($1.2, $1.0) }
-                guard let (device, timer, deadline) = due else { break }
-                now = max(now, deadline)
-                timers[device]?[timer] = nil
-                handle(.timer(timer), at: device)
-            }
-            now = end
-        }
+        func run(for milliseconds: Int64 = 120_000) { world.run(forMilliseconds: milliseconds) }
 
         func count(_ kind: FleetEvent.Kind, at device: Int? = nil) -> Int {
             events.filter { $0.event.kind == kind && (device == nil || $0.device == device) }.count
@@ -254,13 +223,13 @@ import TestSupport
         #expect(harness.heldAcks.count == 1)
         // Round one's ack arrives during round two: the nonce is not this round's.
         harness.holdAcks = false
-        harness.pending.append(staleAck)
+        harness.release(staleAck)
         harness.run(for: 100)
         #expect(harness.count(.barrierIgnored, at: 0) == 1)
         #expect(harness.count(.roundCommitted) == 0)
         #expect(try harness.tombstones(0) == 2)
         // Round two's own ack commits it.
-        harness.pending.append(harness.heldAcks.removeFirst())
+        harness.release(harness.heldAcks.removeFirst())
         harness.run(for: 100)
         #expect(harness.count(.roundCommitted) == 2)
         for device in 0..<2 { #expect(try harness.tombstones(device) == 0) }
@@ -320,8 +289,7 @@ import TestSupport
         #expect(try harness.fleet[1].lastAck() == acked)
         // Round two commits, and device 1 collects what its one ack vouched for.
         harness.holdAcks = false
-        harness.pending += harness.heldAcks
-        harness.heldAcks = []
+        harness.releaseHeldAcks()
         harness.run(for: 2_000)
         #expect(harness.fleet[1].generation == 1)
         #expect(try harness.tombstones(1) == 1)
@@ -358,11 +326,10 @@ import TestSupport
         #expect(try harness.fleet[1].causal("notes").get("ghost") == nil)
         #expect(harness.count(.reconcileHeld) > 0)
         try made.delete("ghost")
-        harness.pending.append((2, .frame(from: harness.fleet.devices[0], bytes: proposal.bytes)))
+        harness.release((harness.fleet.devices[0], harness.fleet.devices[2], proposal.bytes))
         harness.run(for: 100)
         harness.holdAcks = false
-        harness.pending += harness.heldAcks
-        harness.heldAcks = []
+        harness.releaseHeldAcks()
         harness.run(for: 100)
         // Everyone talks again until the fleet settles.
         for device in 0..<3 { harness.handle(.localChange, at: device) }
@@ -472,9 +439,9 @@ import TestSupport
         harness.start()
         harness.run(for: 6_000)
         #expect(harness.count(.roundOpened) == 1)
-        harness.carryOut(harness.nodes[0].updateRoster(Set(harness.fleet.devices.prefix(2))), at: 0)
+        harness.handle(.rosterChanged(members: Set(harness.fleet.devices.prefix(2)), revoked: []), at: 0)
         harness.holdAcks = false
-        harness.pending += harness.heldAcks
+        harness.releaseHeldAcks()
         harness.run(for: 1_000)
         #expect(harness.count(.roundFailed, at: 0) == 1)
         #expect(harness.count(.roundCommitted) == 0)

@@ -32,8 +32,8 @@ import TestSupport
         _ = try bobPhone.conversation("chat", with: ana)
         var phoneNode = FleetNode(unsealed: phone, roster: siblings ? [phone.device, laptop.device] : [phone.device], random: SeededGenerator(seed: 1))
         var bobNode = FleetNode(unsealed: bobPhone, roster: [bobPhone.device], random: SeededGenerator(seed: 2))
-        phoneNode.updateContacts([ContactRoster(account: bob, members: [bobPhone.device])])
-        bobNode.updateContacts([ContactRoster(account: ana, members: [phone.device, laptop.device])])
+        _ = phoneNode.handle(.contactsChanged([ContactRoster(account: bob, members: [bobPhone.device])]))
+        _ = bobNode.handle(.contactsChanged([ContactRoster(account: ana, members: [phone.device, laptop.device])]))
         return World(clock: clock, phone: phone, laptop: laptop, bobPhone: bobPhone, phoneNode: phoneNode, bobNode: bobNode)
     }
 
@@ -224,7 +224,7 @@ import TestSupport
         var world = try Self.world()
         let tablet = try Fixtures.memoryReplica(account: Self.ana, device: Fixtures.device(13))
         _ = try tablet.conversation("chat", with: Self.bob)
-        world.phoneNode.updateRoster([world.phone.device, world.laptop.device, tablet.device])
+        _ = world.phoneNode.handle(.rosterChanged(members: [world.phone.device, world.laptop.device, tablet.device], revoked: []))
         _ = world.phoneNode.handle(.start)
         _ = try Self.laptopPostsAndThePhoneTries(&world)
         try Self.sync(world.laptop, into: tablet)
@@ -267,7 +267,7 @@ import TestSupport
         var bobNode = try FleetNode(replica: bobPhone, identity: Fixtures.identity(21), roster: [bobPhone.device], accountKeys: [], random: SeededGenerator(seed: 2))
         _ = phoneNode.handle(.start)
         _ = bobNode.handle(.start)
-        bobNode.updateContacts([ContactRoster(account: Self.ana, members: [phone.device])])
+        _ = bobNode.handle(.contactsChanged([ContactRoster(account: Self.ana, members: [phone.device])]))
         try bobPhone.messages("chat").post("b1", body: "hi".bytes, author: "ben")
         _ = bobNode.handle(.localChange)
         let sealed = try #require(bobNode.handle(.timer(.changeDebounce)).compactMap { output -> [UInt8]? in
@@ -278,7 +278,7 @@ import TestSupport
         // Bob is no contact of the phone yet: the frame opens on no channel.
         #expect(Self.kinds(phoneNode.handle(.sealed(sealed))) == [.rejectedSeal])
         #expect(try phone.messages("chat").message("b1") == nil)
-        phoneNode.updateContacts([ContactRoster(account: Self.bob, members: [bobPhone.device])])
+        _ = phoneNode.handle(.contactsChanged([ContactRoster(account: Self.bob, members: [bobPhone.device])]))
         let taken = phoneNode.handle(.sealed(sealed))
         #expect(Self.kinds(taken).contains(.deliveryReceived))
         #expect(try phone.messages("chat").message("b1")?.body == "hi".bytes)
@@ -287,7 +287,7 @@ import TestSupport
         _ = bobNode.handle(.sealed(receipt))
         #expect(try bobPhone.messages("chat").message("b1")?.isDelivered == true)
         // Bob's phone is revoked from Bob's roster: its frames are refused by name.
-        phoneNode.updateContacts([ContactRoster(account: Self.bob, members: [], revoked: [bobPhone.device])])
+        _ = phoneNode.handle(.contactsChanged([ContactRoster(account: Self.bob, members: [], revoked: [bobPhone.device])]))
         let refused = phoneNode.handle(.sealed(sealed))
         #expect(FleetNodeTests.logs(refused).map(\.kind) == [.unknownDevice])
         #expect(FleetNodeTests.logs(refused).first?.peer == bobPhone.device)

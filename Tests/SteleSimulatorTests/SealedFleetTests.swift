@@ -5,13 +5,15 @@ import TestSupport
 
 /// Fleet nodes as apps build them: every frame sealed (``SiblingChannel``).
 @Suite struct SealedFleetTests {
-    /// Two sealed nodes of one account that hand each other's frames over at once.
+    /// Two sealed drivers of one account in the in-memory environment, whose
+    /// frames arrive at once and whose timers never fire unless a test fires one.
     final class Pair {
         let identities: [DeviceIdentity]
         let replicas: [Replica]
-        var nodes: [FleetNode]
-        /// Every sealed frame delivered, as (recipient index, bytes).
-        var wire: [(to: Int, bytes: [UInt8])] = []
+        let world = MemoryFleet()
+        let drivers: [FleetDriver]
+        /// Every sealed frame sent, as (recipient index, bytes).
+        var wire: [(to: Int, bytes: [UInt8])] { world.sent.map { (index(of: $0.to), $0.bytes) } }
         var events: [FleetEvent] = []
 
         init() throws {
@@ -19,32 +21,33 @@ import TestSupport
             identities = [Fixtures.identity(61), Fixtures.identity(62)]
             replicas = try identities.map { try Fixtures.memoryReplica(account: account, device: $0.deviceID, clock: ManualWallClock()) }
             for replica in replicas { try replica.declare("notes", .causal) }
-            let roster = Set(identities.map(\.deviceID))
+            var roster = try Roster.founding(account: account, by: identities[0])
+            try roster.append(
+                try RosterChange.approval(of: identities[1].deviceID, signingKey: try identities[1].signingKey(), by: identities[0], account: account, index: roster.version))
             let key = AccountKey.generate()
-            nodes = try zip(identities, replicas).enumerated().map { index, pair in
-                try FleetNode(
-                    replica: pair.1, identity: pair.0, roster: roster, accountKeys: [key], configuration: FleetConfiguration(collects: false),
-                    random: SeededGenerator(seed: UInt64(index)))
+            world.frameLatencyMilliseconds = 0
+            let world = self.world
+            drivers = try zip(identities, replicas).enumerated().map { index, pair in
+                let keys = MemoryKeyStore(KeyRing(identity: pair.0, accountKeys: [1: key], roster: roster))
+                let driver = try FleetDriver(
+                    replica: pair.1, identity: pair.0, keyStore: keys, environment: world.environment(for: pair.0.deviceID),
+                    configuration: FleetConfiguration(collects: false), random: SeededGenerator(seed: UInt64(index)))
+                driver.deliversLocalChanges = false
+                world.attach(driver)
+                return driver
             }
+            for driver in drivers { driver.onEvent = { [unowned self] in self.events.append($0) } }
         }
+
+        /// A copy of a node, for a test that hands it inputs itself and reads what it returns.
+        func node(_ index: Int) -> FleetNode { drivers[index].node }
 
         func index(of device: DeviceID) -> Int { identities.firstIndex { $0.deviceID == device }! }
 
-        /// Hands `input` to node `index`, then every frame it causes, until none is left.
+        /// Hands `input` to driver `index`, then every frame it causes, until none is left.
         func run(_ input: FleetInput, at index: Int) {
-            var pending = [(index, input)]
-            while !pending.isEmpty {
-                let (target, input) = pending.removeFirst()
-                for output in nodes[target].handle(input) {
-                    switch output {
-                    case let .send(to, bytes):
-                        wire.append((self.index(of: to), bytes))
-                        pending.append((self.index(of: to), .sealed(bytes)))
-                    case .log(let event): events.append(event)
-                    default: break
-                    }
-                }
-            }
+            drivers[index].handle(input)
+            world.run(forMilliseconds: 0)
         }
 
         /// Node 0 advertises to node 1 and the two reconcile.
@@ -71,8 +74,9 @@ import TestSupport
         let pair = try Pair()
         try pair.replicas[0].causal("notes").put("k", [1])
         let before = pair.digests[1]
-        let plain = FrameCodec.encode(.advertisement(try pair.nodes[0].advertisement()))
-        let outputs = pair.nodes[1].handle(.frame(from: pair.identities[0].deviceID, bytes: plain))
+        let plain = FrameCodec.encode(.advertisement(try pair.node(0).advertisement()))
+        var receiver = pair.node(1)
+        let outputs = receiver.handle(.frame(from: pair.identities[0].deviceID, bytes: plain))
         #expect(outputs.allSatisfy { if case .log(let event) = $0 { event.kind == .rejectedSeal } else { false } })
         #expect(!outputs.isEmpty)
         var unsealed = FleetNode(unsealed: pair.replicas[1], roster: Set(pair.identities.map(\.deviceID)), random: SeededGenerator(seed: 9))
@@ -85,16 +89,17 @@ import TestSupport
         let pair = try Pair()
         try pair.replicas[0].causal("notes").put("k", [1])
         // Let node 1 answer the advertisement, then damage every frame node 0 sends back.
-        let advert = pair.nodes[0].handle(.timer(.changeDebounce)).compactMap { if case .send(_, let bytes) = $0 { bytes } else { nil } }
-        let replies = pair.nodes[1].handle(.sealed(try #require(advert.first))).compactMap { if case .send(_, let bytes) = $0 { bytes } else { nil } }
-        let frames = pair.nodes[0].handle(.sealed(try #require(replies.first))).compactMap { if case .send(_, let bytes) = $0 { bytes } else { nil } }
+        var (sender, receiver) = (pair.node(0), pair.node(1))
+        let advert = sender.handle(.timer(.changeDebounce)).compactMap { if case .send(_, let bytes) = $0 { bytes } else { nil } }
+        let replies = receiver.handle(.sealed(try #require(advert.first))).compactMap { if case .send(_, let bytes) = $0 { bytes } else { nil } }
+        let frames = sender.handle(.sealed(try #require(replies.first))).compactMap { if case .send(_, let bytes) = $0 { bytes } else { nil } }
         let before = pair.digests[1]
         #expect(!frames.isEmpty)
         for frame in frames {
             for position in [0, 5, 40, 60, frame.count - 1] {
                 var damaged = frame
                 damaged[position] ^= 0x20
-                let outputs = pair.nodes[1].handle(.sealed(damaged))
+                let outputs = receiver.handle(.sealed(damaged))
                 #expect(outputs.allSatisfy { if case .log(let event) = $0 { event.kind == .rejectedSeal } else { false } })
             }
         }
@@ -124,9 +129,10 @@ import TestSupport
     @Test func aRevokedDevicesFramesAreRefusedByNameAndChangeNothing() throws {
         let pair = try Pair()
         try pair.replicas[0].causal("notes").put("planted", [6])
-        let advert = pair.nodes[0].handle(.timer(.changeDebounce)).compactMap { if case .send(_, let bytes) = $0 { bytes } else { nil } }
-        pair.nodes[1].updateRoster([pair.identities[1].deviceID], revoked: [pair.identities[0].deviceID])
-        let outputs = pair.nodes[1].handle(.sealed(try #require(advert.first)))
+        var (sender, receiver) = (pair.node(0), pair.node(1))
+        let advert = sender.handle(.timer(.changeDebounce)).compactMap { if case .send(_, let bytes) = $0 { bytes } else { nil } }
+        _ = receiver.handle(.rosterChanged(members: [pair.identities[1].deviceID], revoked: [pair.identities[0].deviceID]))
+        let outputs = receiver.handle(.sealed(try #require(advert.first)))
         #expect(outputs.count == 1)
         guard case .log(let event) = outputs.first else {
             Issue.record("expected a log")

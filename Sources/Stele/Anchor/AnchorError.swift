@@ -18,7 +18,7 @@ public struct AnchorError: Error, Sendable, CustomStringConvertible {
     public let code: Code
     public let message: String
 
-    init(_ code: Code, _ message: String) {
+    public init(_ code: Code, _ message: String) {
         self.code = code
         self.message = message
     }

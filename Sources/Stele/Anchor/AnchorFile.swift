@@ -7,14 +7,14 @@
 /// at all") and is the sealed body's associated data, so a header edited on the
 /// substrate makes the body refuse to open: a recovery never trusts a header the
 /// key did not seal.
-enum AnchorFile {
+public enum AnchorFile {
     static let magic = Array("STELEANC".utf8)
     static let format: UInt8 = 1
     static let headerCount = magic.count + 1 + AccountID.byteCount + 8 + RoundNonce.byteCount + Hash32.byteCount
     /// Bound on a whole anchor file (a snapshot larger than this is refused before reading).
-    static let maximumCount = 1 << 30
+    public static let maximumCount = 1 << 30
 
-    static func encode(_ anchor: Anchor, key: AccountKey) -> [UInt8] {
+    public static func encode(_ anchor: Anchor, key: AccountKey) -> [UInt8] {
         let header = encode(anchor.header)
         return header + Sealing.seal(anchor.snapshot, key: key, associated: header)
     }
@@ -32,7 +32,7 @@ enum AnchorFile {
 
     /// Reads the cleartext header only.
     /// - Throws: ``AnchorError`` `damaged` or `newerFormat`.
-    static func header(_ bytes: [UInt8]) throws -> AnchorHeader {
+    public static func header(_ bytes: [UInt8]) throws -> AnchorHeader {
         guard bytes.count >= headerCount + Sealing.overhead else {
             throw AnchorError(.damaged, "the anchor file is \(bytes.count) bytes, shorter than any anchor; it was cut short or is not an anchor")
         }
@@ -61,7 +61,7 @@ enum AnchorFile {
     /// Reads and opens a whole anchor.
     /// - Throws: ``AnchorError`` `damaged`, `newerFormat`, or `notAuthentic` when the
     ///   body does not open under `key` with this header.
-    static func decode(_ bytes: [UInt8], key: AccountKey) throws -> Anchor {
+    public static func decode(_ bytes: [UInt8], key: AccountKey) throws -> Anchor {
         let header = try header(bytes)
         guard let snapshot = Sealing.open(bytes[headerCount...], key: key, associated: Array(bytes.prefix(headerCount))) else {
             throw AnchorError(

@@ -86,6 +86,9 @@ public final class MemoryAnchorStore: AnchorStore {
     /// The sealed bytes held for `account`, as a substrate would store them.
     public func bytes(of account: AccountID) -> [UInt8]? { files[account] }
 
+    /// Replaces the sealed bytes held for `account` (a driver's write, already sealed).
+    public func replace(_ sealed: [UInt8], of account: AccountID) { files[account] = sealed }
+
     public func header(of account: AccountID) throws -> AnchorHeader? {
         guard let bytes = files[account] else { return nil }
         return try AnchorFile.header(bytes)
@@ -98,5 +101,18 @@ public final class MemoryAnchorStore: AnchorStore {
 
     public func write(_ anchor: Anchor, key: AccountKey) throws {
         files[anchor.header.account] = AnchorFile.encode(anchor, key: key)
+    }
+}
+
+extension MemoryAnchorStore: AnchorSubstrate {
+    /// Lands at once, before returning.
+    public func writeAnchor(_ sealed: [UInt8], of account: AccountID, completion: @escaping (Result<Void, AnchorError>) -> Void) {
+        replace(sealed, of: account)
+        completion(.success(()))
+    }
+
+    /// Answers at once, before returning.
+    public func readAnchor(of account: AccountID, completion: @escaping (Result<[UInt8]?, AnchorError>) -> Void) {
+        completion(.success(bytes(of: account)))
     }
 }

@@ -1,6 +1,6 @@
 /// A contact's devices as this device knows them: read from the directory and
 /// verified like the account's own roster (``Roster``), then handed to
-/// ``FleetNode/updateContacts(_:)``.
+/// ``FleetInput/contactsChanged(_:)``.
 public struct ContactRoster: Sendable, Equatable {
     public let account: AccountID
     public let members: Set<DeviceID>
@@ -69,8 +69,7 @@ extension FleetNode {
     /// from the directory and verified like the account's own). Frames from a
     /// contact's device are opened with the contact channel; ops the
     /// conversations owe a contact are delivered to every device on its roster.
-    @discardableResult
-    public mutating func updateContacts(_ rosters: [ContactRoster]) -> [FleetOutput] {
+    mutating func contactsChanged(_ rosters: [ContactRoster]) -> [FleetOutput] {
         contacts = Dictionary(rosters.filter { $0.account != replica.account }.map { ($0.account, $0) }, uniquingKeysWith: { _, last in last })
         if let identity = channel?.identity {
             var channels: [AccountID: SiblingChannel] = [:]
@@ -83,7 +82,7 @@ extension FleetNode {
             }
             contactChannels = channels
         }
-        return seal(attemptDeliveries())
+        return attemptDeliveries()
     }
 
     /// The contact whose roster holds `device`.

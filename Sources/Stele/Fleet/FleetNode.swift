@@ -11,15 +11,15 @@
 /// stops content reconcile both ways (001 §7). Rows a device learns in a
 /// reconcile count as changes, so they travel on to its other siblings.
 ///
-/// It also carries conversations with contacts (``updateContacts(_:)``, in
+/// It also carries conversations with contacts (``FleetInput/contactsChanged(_:)``, in
 /// FleetNode+Delivery.swift): what a conversation owes a contact is delivered
 /// to the contact's devices over the contact channel, and receipts come back.
 public struct FleetNode {
     public let replica: Replica
     /// The devices of the account, this one included. Frames from anyone else are refused.
     public private(set) var roster: Set<DeviceID>
-    /// How the node paces itself; `collects` may be switched at any time.
-    public var configuration: FleetConfiguration
+    /// How the node paces itself (``FleetInput/configurationChanged(_:)``).
+    public private(set) var configuration: FleetConfiguration
     /// The sealed channel every frame travels through (`nil` only for a node built
     /// unsealed inside this package, for tests and the benchmark baseline).
     public private(set) var channel: SiblingChannel?
@@ -27,7 +27,7 @@ public struct FleetNode {
     /// snapshots it serves, any of them may open one (a sibling may not have
     /// heard of a rotation yet).
     public private(set) var accountKeys: [AccountKey]
-    /// The contacts this device delivers conversations to (``updateContacts(_:)``), by account.
+    /// The contacts this device delivers conversations to (``FleetInput/contactsChanged(_:)``), by account.
     public internal(set) var contacts: [AccountID: ContactRoster] = [:]
     /// The channel to each contact's devices (a node with a sibling channel only).
     var contactChannels: [AccountID: SiblingChannel] = [:]
@@ -202,6 +202,16 @@ public struct FleetNode {
             return []
         case .timer(.barrierHold(let epoch)):
             return barrierHoldExpired(epoch: epoch)
+        case let .rosterChanged(members, revoked):
+            return rosterChanged(members, revoked: revoked)
+        case .accountKeysChanged(let keys):
+            accountKeys = keys
+            return []
+        case .contactsChanged(let rosters):
+            return contactsChanged(rosters)
+        case .configurationChanged(let configuration):
+            self.configuration = configuration
+            return []
         }
     }
 
@@ -234,21 +244,6 @@ public struct FleetNode {
             outputs = [.arm(.barrierHold(epoch: nextEpoch), afterMilliseconds: configuration.barrierRoundMilliseconds)]
         }
         return outputs + (wasUnreadable ? considerRound() : [])
-    }
-
-    /// Replaces the roster (join and revoke arrive this way, from the account's
-    /// ``Directory``): frames from a device no longer on it are refused at once,
-    /// those in flight included, and `revoked` devices are refused by name.
-    /// A round in progress fails at once when the roster changes (DESIGN §6: the
-    /// roster is fenced), so the outputs cancel its timer and arm the back-off.
-    @discardableResult
-    public mutating func updateRoster(_ devices: Set<DeviceID>, revoked: Set<DeviceID> = []) -> [FleetOutput] {
-        seal(rosterChanged(devices, revoked: revoked))
-    }
-
-    /// Replaces the account keys this device holds (oldest first): a rotation after a revoke arrives this way.
-    public mutating func updateAccountKeys(_ keys: [AccountKey]) {
-        accountKeys = keys
     }
 
     private mutating func rosterChanged(_ devices: Set<DeviceID>, revoked: Set<DeviceID>) -> [FleetOutput] {

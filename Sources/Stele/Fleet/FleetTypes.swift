@@ -1,6 +1,6 @@
 /// How a ``FleetNode`` paces itself. Times are durations in milliseconds: the
 /// node has no clock; whoever runs it fires the timers it arms.
-public struct FleetConfiguration: Sendable {
+public struct FleetConfiguration: Sendable, Equatable {
     /// How often a device advertises its digest unprompted.
     public var advertiseIntervalMilliseconds: Int64
     /// How long after a change the device advertises (changes in a burst advertise once).
@@ -67,6 +67,17 @@ public enum FleetInput: Sendable, Equatable {
     case anchorWritten(round: RoundNonce, succeeded: Bool)
     /// What ``FleetOutput/readAnchor`` found.
     case anchorRead(AnchorReading)
+    /// The account's roster, as read from its ``Directory`` and verified:
+    /// frames from a device no longer on it are refused at once, those in flight
+    /// included, and `revoked` devices are refused by name. A round in progress
+    /// fails at once when the roster changes (DESIGN §6: the roster is fenced).
+    case rosterChanged(members: Set<DeviceID>, revoked: Set<DeviceID>)
+    /// The account keys this device holds, oldest first (a rotation after a revoke arrives this way).
+    case accountKeysChanged([AccountKey])
+    /// The rosters of the contacts this device delivers conversations to.
+    case contactsChanged([ContactRoster])
+    /// New pacing (``FleetConfiguration``); `collects` may be switched at any time.
+    case configurationChanged(FleetConfiguration)
 }
 
 /// The result of reading the anchor substrate.
@@ -171,6 +182,10 @@ public struct FleetEvent: Sendable, Equatable, CustomStringConvertible {
         /// nothing on a guess (G5); the message says what failed and when it is
         /// tried again.
         case storageFailed
+        /// What the directory served was not taken: it could not be read, its
+        /// roster does not extend the one this device pinned, or a key wrapped
+        /// for this device did not open. The message says which.
+        case directoryFailed
     }
 
     public let kind: Kind

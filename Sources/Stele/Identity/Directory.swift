@@ -4,9 +4,10 @@ import Synchronization
 /// (the in-process ``MemoryDirectory`` for the simulator and tests; the hub's
 /// implementation comes with the hub). A directory is trusted with neither: the
 /// roster is a signed log every device verifies (``Roster``) and each account
-/// key is sealed to one device by a member (``WrappedAccountKey``). The runtime
-/// observes a directory and hands changes to its ``FleetNode``
-/// (``FleetNode/updateRoster(_:revoked:)``, ``FleetNode/updateAccountKeys(_:)``).
+/// key is sealed to one device by a member (``WrappedAccountKey``). A
+/// ``FleetDriver`` reads it (``DirectorySource``), pins and verifies what it
+/// reads, and hands changes to its ``FleetNode`` as inputs
+/// (``FleetInput/rosterChanged(members:revoked:)``, ``FleetInput/accountKeysChanged(_:)``).
 public protocol Directory: AnyObject, Sendable {
     /// The account's roster, verified.
     /// - Throws: ``RosterError`` (`unknownAccount` when there is none, or the first change that does not hold).

@@ -19,7 +19,7 @@ public struct KeyRing: Sendable, Equatable {
         self.roster = roster
     }
 
-    /// The keys oldest first, as ``FleetNode/updateAccountKeys(_:)`` takes them.
+    /// The keys oldest first, as ``FleetInput/accountKeysChanged(_:)`` carries them.
     public var orderedAccountKeys: [AccountKey] { accountKeys.sorted { $0.key < $1.key }.map(\.value) }
     /// The newest epoch held, if any.
     public var newestEpoch: UInt32? { accountKeys.keys.max() }

@@ -1,0 +1,285 @@
+/// Runs one device's ``FleetNode`` in a ``FleetEnvironment``: the glue every
+/// runtime needs and none should write again. It owns the replica, the key store
+/// and the node, on one serial owner (every call, completion and timer on it;
+/// ``FleetScheduler/assertOnOwner()`` checks). It keeps the timer table (arming
+/// a timer replaces it, a cancelled or replaced timer never fires), seals the
+/// anchor with the newest account key and opens it with any key held, reads the
+/// directory (pinning the roster it verified and unwrapping the keys sealed for
+/// this device into the key store), refreshes the contacts' rosters, and turns
+/// the replica's local writes into ``FleetInput/localChange``.
+///
+/// Inputs that arrive while the driver is carrying out outputs (a completion
+/// called at once) wait their turn: the node sees one input at a time.
+public final class FleetDriver {
+    public let replica: Replica
+    /// This device's key pair (`nil` only for an unsealed node inside this package).
+    public let identity: DeviceIdentity?
+    public let keyStore: (any KeyStore)?
+    public private(set) var node: FleetNode
+    /// Called with every event the node logs, in order.
+    public var onEvent: ((FleetEvent) -> Void)?
+    /// The accounts this device talks to: ``refreshContacts(completion:)`` reads their rosters.
+    public var contactAccounts: [AccountID] = []
+
+    private let environment: FleetEnvironment
+    private struct Armed {
+        let id: UInt64
+        let deadline: Int64
+        let timer: any FleetScheduledTimer
+    }
+    private var timers: [FleetTimer: Armed] = [:]
+    private var nextTimerID: UInt64 = 0
+    private var inbox: [FleetInput] = []
+    private var draining = false
+    private var localChangeQueued = false
+    private var stopped = false
+    /// Whether local writes reach the node by themselves (off: the owner calls ``nudge()``).
+    package var deliversLocalChanges = true
+
+    /// A driver for a device whose frames travel sealed: the node starts on the
+    /// roster and the account keys its key store holds (pinned at its last
+    /// directory read); call ``start()``, then ``refreshDirectory(completion:)``.
+    /// - Throws: ``CryptoError`` when `identity` is not the replica's device;
+    ///   ``KeyStoreError`` when the key store cannot be read.
+    public init(
+        replica: Replica, identity: DeviceIdentity, keyStore: any KeyStore, environment: FleetEnvironment,
+        configuration: FleetConfiguration = FleetConfiguration(), random: any RandomNumberGenerator = SystemRandomNumberGenerator()
+    ) throws {
+        let ring = try keyStore.load()
+        self.replica = replica
+        self.identity = identity
+        self.keyStore = keyStore
+        self.environment = environment
+        node = try FleetNode(
+            replica: replica, identity: identity, roster: ring?.roster?.members ?? [], revoked: ring?.roster?.revoked ?? [],
+            accountKeys: ring?.orderedAccountKeys ?? [], configuration: configuration, random: random)
+        observeLocalChanges()
+    }
+
+    /// A driver for an unsealed node: this package's protocol tests only.
+    package init(
+        unsealed replica: Replica, roster: Set<DeviceID>, accountKeys: [AccountKey], environment: FleetEnvironment, configuration: FleetConfiguration,
+        random: any RandomNumberGenerator
+    ) {
+        self.replica = replica
+        identity = nil
+        keyStore = nil
+        self.environment = environment
+        node = FleetNode(unsealed: replica, roster: roster, accountKeys: accountKeys, configuration: configuration, random: random)
+        observeLocalChanges()
+    }
+
+    /// The timers armed now, with when they fire on the scheduler's monotonic clock.
+    public var armedTimers: [FleetTimer: Int64] { timers.mapValues(\.deadline) }
+
+    /// Starts (or, after a crash, restarts) the node: it advertises and arms its timers.
+    public func start() {
+        stopped = false
+        handle(.start)
+    }
+
+    /// Stops for good: every timer is cancelled, and nothing that arrives later
+    /// (a frame, a completion, a change) reaches the node.
+    public func stop() {
+        stopped = true
+        for armed in timers.values { armed.timer.cancel() }
+        timers.removeAll()
+        inbox.removeAll()
+    }
+
+    /// Sealed bytes the transport received for this device. `sender` is what
+    /// the transport claims; a sealed node trusts only the seal.
+    public func receive(_ bytes: [UInt8], from sender: DeviceID) {
+        handle(identity == nil ? .frame(from: sender, bytes: bytes) : .sealed(bytes))
+    }
+
+    /// Tells the node the app wrote (the driver does this itself for writes on
+    /// its replica) or that the world changed enough to look again (back online).
+    public func nudge() { handle(.localChange) }
+
+    /// Replaces how the node paces itself.
+    public func setConfiguration(_ configuration: FleetConfiguration) { handle(.configurationChanged(configuration)) }
+
+    /// Hands one input to the node and carries out what it returns.
+    public func handle(_ input: FleetInput) {
+        environment.scheduler.assertOnOwner()
+        guard !stopped else { return }
+        inbox.append(input)
+        guard !draining else { return }
+        draining = true
+        defer { draining = false }
+        while !inbox.isEmpty, !stopped {
+            carryOut(node.handle(inbox.removeFirst()))
+        }
+    }
+
+    private func carryOut(_ outputs: [FleetOutput]) {
+        for output in outputs where !stopped {
+            switch output {
+            case let .send(recipient, bytes): environment.transport.send(bytes, from: replica.device, to: recipient)
+            case let .arm(timer, delay): arm(timer, afterMilliseconds: delay)
+            case .cancel(let timer): timers.removeValue(forKey: timer)?.timer.cancel()
+            case .log(let event): onEvent?(event)
+            case .writeAnchor(let anchor): write(anchor)
+            case .readAnchor: readAnchor()
+            }
+        }
+    }
+
+    // MARK: - Timers
+
+    private func arm(_ timer: FleetTimer, afterMilliseconds delay: Int64) {
+        timers.removeValue(forKey: timer)?.timer.cancel()
+        nextTimerID += 1
+        let id = nextTimerID
+        let deadline = environment.scheduler.monotonicMilliseconds + delay
+        let scheduled = environment.scheduler.schedule(afterMilliseconds: delay) { [weak self] in self?.fire(timer, id: id) }
+        timers[timer] = Armed(id: id, deadline: deadline, timer: scheduled)
+    }
+
+    private func fire(_ timer: FleetTimer, id: UInt64) {
+        // A scheduler that fires a cancelled timer anyway (a race it lost) is ignored.
+        guard timers[timer]?.id == id else { return }
+        timers[timer] = nil
+        handle(.timer(timer))
+    }
+
+    // MARK: - The change feed
+
+    private func observeLocalChanges() {
+        replica.observeChanges { [weak self] event in
+            guard event.origin == .local, let self, self.deliversLocalChanges, !self.localChangeQueued, !self.stopped else { return }
+            // One input for a burst of writes, after the write that caused them has returned.
+            self.localChangeQueued = true
+            _ = self.environment.scheduler.schedule(afterMilliseconds: 0) { [weak self] in
+                guard let self else { return }
+                self.localChangeQueued = false
+                self.handle(.localChange)
+            }
+        }
+    }
+
+    // MARK: - The anchor
+
+    /// Seals the anchor with the newest account key held (the one every member
+    /// holds after a rotation; a revoked device never gets it) and writes it.
+    private func write(_ anchor: Anchor) {
+        let round = anchor.header.round
+        guard let key = node.accountKeys.last else {
+            onEvent?(FleetEvent(kind: .roundFailed, peer: nil, namespace: nil, message: "no account key to seal the anchor with; this device has not received one"))
+            handle(.anchorWritten(round: round, succeeded: false))
+            return
+        }
+        environment.anchors.writeAnchor(AnchorFile.encode(anchor, key: key), of: replica.account) { [weak self] result in
+            self?.handle(.anchorWritten(round: round, succeeded: (try? result.get()) != nil))
+        }
+    }
+
+    private func readAnchor() {
+        environment.anchors.readAnchor(of: replica.account) { [weak self] result in
+            guard let self else { return }
+            self.handle(.anchorRead(Self.opening(result, account: self.replica.account, keys: self.node.accountKeys)))
+        }
+    }
+
+    /// Tells "no anchor" from "cannot read it": an anchor that exists and opens
+    /// with none of the keys held is unavailable, never absent (G5).
+    package static func opening(_ result: Result<[UInt8]?, AnchorError>, account: AccountID, keys: [AccountKey]) -> AnchorReading {
+        let bytes: [UInt8]
+        switch result {
+        case .failure(let error): return .unavailable(error.message)
+        case .success(nil): return AnchorReading.none
+        case .success(let found?): bytes = found
+        }
+        do {
+            let header = try AnchorFile.header(bytes)
+            guard header.account == account else {
+                return .unavailable("the anchor read belongs to account \(header.account), not \(account)")
+            }
+        } catch {
+            return .unavailable("\(error)")
+        }
+        var failure = "this device holds no account key"
+        // Newest first: after a rotation the anchor is sealed with the new key.
+        for key in keys.reversed() {
+            do {
+                return .found(try AnchorFile.decode(bytes, key: key))
+            } catch {
+                failure = "\(error)"
+            }
+        }
+        return .unavailable(failure)
+    }
+
+    // MARK: - The directory
+
+    /// Reads the account's roster and this device's wrapped keys, then the contacts' rosters.
+    public func refreshDirectory(completion: ((Result<Void, any Error>) -> Void)? = nil) {
+        refreshRoster { [weak self] result in
+            self?.refreshContacts()
+            completion?(result)
+        }
+    }
+
+    /// Reads the account's roster and the keys wrapped for this device. The
+    /// roster must extend the one pinned in the key store (a directory cannot
+    /// serve an older or forked log, ``Roster/adopting(_:)``); keys it lacks are
+    /// opened and saved in the key store before the node hears of them, then
+    /// the node gets the keys, then the roster. Anything that does not hold is
+    /// refused whole, and said (``FleetEvent/Kind/directoryFailed``).
+    public func refreshRoster(completion: ((Result<Void, any Error>) -> Void)? = nil) {
+        guard let identity, let keyStore else {
+            completion?(.success(()))
+            return
+        }
+        environment.directory.read(replica.account, keysFor: replica.device) { [weak self] result in
+            guard let self else { return }
+            do {
+                let reading = try result.get()
+                let stored = try keyStore.load()
+                var ring = stored ?? KeyRing(identity: identity)
+                let roster = try ring.roster?.adopting(reading.roster) ?? reading.roster
+                ring.roster = roster
+                for wrapped in reading.wrappedKeys where ring.accountKeys[wrapped.epoch] == nil {
+                    ring.insert(try wrapped.open(with: identity, roster: roster), epoch: wrapped.epoch)
+                }
+                if ring != stored { try keyStore.save(ring) }
+                self.handle(.accountKeysChanged(ring.orderedAccountKeys))
+                self.handle(.rosterChanged(members: roster.members, revoked: roster.revoked))
+                completion?(.success(()))
+            } catch {
+                self.onEvent?(FleetEvent(kind: .directoryFailed, peer: nil, namespace: nil, message: "the account's directory entry was not taken: \(error)"))
+                completion?(.failure(error))
+            }
+        }
+    }
+
+    /// Reads the roster of every account in ``contactAccounts`` and hands them
+    /// to the node together; an account that cannot be read is left out (its
+    /// deliveries wait) and said.
+    public func refreshContacts(completion: (() -> Void)? = nil) {
+        let accounts = contactAccounts
+        final class Gathering {
+            var rosters: [AccountID: ContactRoster] = [:]
+            var pending: Int
+            init(_ pending: Int) { self.pending = pending }
+        }
+        let gathering = Gathering(accounts.count)
+        let finish = { [weak self] in
+            self?.handle(.contactsChanged(accounts.compactMap { gathering.rosters[$0] }))
+            completion?()
+        }
+        guard !accounts.isEmpty else { return finish() }
+        for account in accounts {
+            environment.directory.read(account, keysFor: nil) { [weak self] result in
+                switch result {
+                case .success(let reading): gathering.rosters[account] = ContactRoster(reading.roster)
+                case .failure(let error):
+                    self?.onEvent?(FleetEvent(kind: .directoryFailed, peer: nil, namespace: nil, message: "contact \(account)'s roster could not be read: \(error)"))
+                }
+                gathering.pending -= 1
+                if gathering.pending == 0 { finish() }
+            }
+        }
+    }
+}
