@@ -89,7 +89,7 @@ public final class Simulation {
     /// adding devices.
     public var usesStampFloors = true
     private var hasher = EventLogHasher()
-    private var wireHasher = EventLogHasher()
+    private let wireHasher = RunningDigest()
     /// Whether every frame delivered is kept in ``wire`` (tests that compare runs byte for byte).
     public var recordsWire = false
     /// Every sealed frame delivered, in order, when ``recordsWire`` is on.
@@ -185,7 +185,6 @@ public final class Simulation {
         let driver = try FleetDriver(
             replica: replica, identity: identity, keyStore: keys, environment: SimulatedEnvironment(simulation: self, device: identity.deviceID).environment,
             configuration: configuration, random: SplitMix(seed: seed &+ identity.deviceID.stableSeed))
-        driver.deliversLocalChanges = false
         let device = SimulatedDevice(name: name, identity: identity, contact: contact, replica: replica, keys: keys, path: path, clock: clock, driver: driver)
         try declareNamespaces(on: device)
         watch(device)
@@ -512,7 +511,7 @@ public final class Simulation {
             }
             hasher.add("deliver", now, from, to, plain.count)
             // The bytes themselves: salts and nonces come from the nodes' seeded generators.
-            wireHasher.add(bytes: bytes)
+            wireHasher.add(bytes)
             if recordsWire { wire.append(bytes) }
             target.driver.receive(bytes, from: from)
             if let source = device(id: from), source.account != target.account { deliveryLanded(plain, from: source, on: target) }
@@ -787,7 +786,6 @@ public final class Simulation {
         device.driver = try FleetDriver(
             replica: device.replica, identity: device.identity, keyStore: device.keys, environment: environment, configuration: configuration,
             random: SplitMix(seed: seed &+ device.id.stableSeed &+ UInt64(now)))
-        device.driver.deliversLocalChanges = false
         watch(device)
         if !device.isRevoked { try refreshRoster(of: device) }
         device.driver.start()
@@ -813,8 +811,8 @@ public final class Simulation {
             if device.isRevoked { forgetOperationsLost() }
             statistics.operations += 1
             if operation.isDelete { statistics.deletes += 1 }
+            // The driver hears of the write from the replica's change feed.
             hasher.add("op", now, device.id, device.id, operation.hashValueStable)
-            device.driver.nudge()
             timeline.append(TimelineEntry(time: now, device: name, kind: .tombstones(totalTombstones())))
             return true
         } catch {
@@ -872,9 +870,9 @@ public final class Simulation {
     /// two runs of the same seed and scenario.
     public var eventLogHash: UInt64 { hasher.value }
 
-    /// A hash of the bytes of every sealed frame delivered, in order: equal for
-    /// two runs of the same seed and scenario, down to every salt and nonce.
-    public var wireDigest: UInt64 { wireHasher.value }
+    /// A SHA-256 over the bytes of every sealed frame delivered, in order: equal
+    /// for two runs of the same seed and scenario, down to every salt and nonce.
+    public var wireDigest: Hash32 { wireHasher.value }
 
     private func record(_ kind: TimelineEntry.Kind, device: SimulatedDevice) {
         timeline.append(TimelineEntry(time: now, device: device.name, kind: kind))

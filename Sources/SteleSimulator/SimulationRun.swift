@@ -56,7 +56,7 @@ public struct SimulationRun {
         public var findings: [String] = []
         public var eventLogHash: UInt64 = 0
         /// ``Simulation/wireDigest``: every delivered frame's bytes, in order.
-        public var wireDigest: UInt64 = 0
+        public var wireDigest = Hash32.zero
         public var timeline: [TimelineEntry] = []
         public var devices: [String] = []
         public var endTime: Int64 = 0

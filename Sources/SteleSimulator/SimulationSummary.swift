@@ -1,4 +1,5 @@
 import Foundation
+import Stele
 
 /// The totals of many runs, as `stele simulate` prints them.
 public struct SimulationSummary: Sendable, Codable {
@@ -24,8 +25,8 @@ public struct SimulationSummary: Sendable, Codable {
     /// Virtual time from convergence until every tombstone was collected (G4).
     public var collectionP50Milliseconds: Int64?
     public var collectionP99Milliseconds: Int64?
-    /// The run's ``Simulation/wireDigest`` (with several runs, a digest of theirs
-    /// in seed order): two invocations with the same arguments print the same.
+    /// The run's ``Simulation/wireDigest`` in hex (with several runs, a SHA-256
+    /// of theirs in seed order): two invocations with the same arguments print the same.
     public var wireDigest = ""
     /// The run's ``Simulation/eventLogHash`` (with several runs, a digest of theirs in seed order).
     public var eventLogHash = ""
@@ -64,7 +65,13 @@ public struct SimulationSummary: Sendable, Codable {
             convergenceP50Milliseconds = times[times.count / 2]
             convergenceP99Milliseconds = times[min(times.count - 1, times.count * 99 / 100)]
         }
-        wireDigest = Self.fingerprint(outcomes.map(\.wireDigest))
+        if outcomes.count == 1 {
+            wireDigest = outcomes[0].wireDigest.hex
+        } else {
+            let digest = RunningDigest()
+            for outcome in outcomes { digest.add(outcome.wireDigest.bytes) }
+            wireDigest = digest.value.hex
+        }
         eventLogHash = Self.fingerprint(outcomes.map(\.eventLogHash))
         collections.sort()
         if !collections.isEmpty {

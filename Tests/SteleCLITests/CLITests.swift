@@ -269,6 +269,12 @@ import TestSupport
         let summary = try #require(try JSONSerialization.jsonObject(with: Data(json.output.utf8)) as? [String: Any])
         #expect(summary["runs"] as? Int == 1)
         #expect(summary["resurrections"] as? Int == 0)
+        // The SHA-256 of every frame delivered: equal for the same seed, different for another.
+        let digest = try #require(summary["wireDigest"] as? String)
+        #expect(digest.count == 64 && digest.allSatisfy(\.isHexDigit))
+        let other = try Self.stele("simulate", "--seed", "4", "--steps", "40", "--json")
+        let otherSummary = try #require(try JSONSerialization.jsonObject(with: Data(other.output.utf8)) as? [String: Any])
+        #expect(otherSummary["wireDigest"] as? String != digest)
     }
 
     @Test func simulateRefusesNonsenseWithUsageAndStatus2() throws {

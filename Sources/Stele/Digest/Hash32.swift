@@ -84,4 +84,6 @@ public struct Hash32: Hashable, Sendable, CustomStringConvertible {
     }
 
     public var description: String { Hex.encode(bytes.prefix(8)) }
+    /// All 32 bytes in hex.
+    public var hex: String { Hex.encode(bytes) }
 }
