@@ -1,4 +1,5 @@
 import Foundation
+import Stele
 import SteleSimulator
 import Testing
 import TestSupport
@@ -76,29 +77,27 @@ import TestSupport
         let laptop = try Fixtures.memoryReplica(device: Fixtures.device(2))
         _ = try laptop.causal("notes")
         let roster: Set<DeviceID> = [phone.device, laptop.device]
-        var nodes = [
-            phone.device: FleetNode(unsealed: phone, roster: roster, random: SeededGenerator(seed: 1)),
-            laptop.device: FleetNode(unsealed: laptop, roster: roster, random: SeededGenerator(seed: 2)),
-        ]
-        func pump(_ first: (DeviceID, [FleetOutput])...) {
-            var queue: [(from: DeviceID, to: DeviceID, bytes: [UInt8])] = []
-            func enqueue(_ from: DeviceID, _ outputs: [FleetOutput]) {
-                for case let .send(to, bytes) in outputs { queue.append((from, to, bytes)) }
-            }
-            for (device, outputs) in first { enqueue(device, outputs) }
-            while !queue.isEmpty {
-                let frame = queue.removeFirst()
-                enqueue(frame.to, nodes[frame.to]!.handle(.frame(from: frame.from, bytes: frame.bytes)))
-            }
+        // Both run in the driver apps run, in the in-memory environment; frames arrive at once.
+        let world = MemoryFleet()
+        world.frameLatencyMilliseconds = 0
+        let drivers = [(phone, UInt64(1)), (laptop, 2)].map { replica, seed in
+            FleetDriver(
+                unsealed: replica, roster: roster, accountKeys: [], environment: world.environment(for: replica.device), configuration: FleetConfiguration(),
+                random: SeededGenerator(seed: seed))
         }
-        pump((phone.device, nodes[phone.device]!.handle(.start)), (laptop.device, nodes[laptop.device]!.handle(.start)))
+        for driver in drivers {
+            world.attach(driver)
+            driver.start()
+        }
+        world.run(forMilliseconds: 0)
         #expect(try laptop.causal("notes").get("a") == "1".bytes)
 
         let run = try Self.stele("put", path, "notes", "b", "from another process")
         #expect(run.status == 0, "\(run.error)")
         let deleted = try Self.stele("delete", path, "notes", "a")
         #expect(deleted.status == 0, "\(deleted.error)")
-        pump((phone.device, nodes[phone.device]!.handle(.timer(.advertise))))
+        drivers[0].handle(.timer(.advertise))
+        world.run(forMilliseconds: 0)
         #expect(try laptop.causal("notes").get("b") == "from another process".bytes)
         #expect(try laptop.causal("notes").get("a") == nil)
         #expect(try laptop.digest(of: "notes") == phone.digest(of: "notes"))

@@ -54,8 +54,7 @@ import TestSupport
         #expect(deliveries(agreed).isEmpty)
         // Before the moment has passed, nothing goes.
         #expect(deliveries(world.phoneNode.handle(.timer(.outbox))).isEmpty)
-        world.clock.advance(byMilliseconds: settle)
-        return world.phoneNode.handle(.timer(.outbox))
+        return world.phoneNode.handle(.timer(.outbox), at: world.phoneNode.monotonicNow + settle)
     }
 
     /// The deliveries among `outputs`, by recipient.
@@ -209,13 +208,17 @@ import TestSupport
         #expect(!Self.deliveries(try Self.agreeAndSettle(&world)).isEmpty)
     }
 
-    @Test func aWallClockSetBackAfterTheAgreementDoesNotHoldTheDelivery() throws {
+    /// The settling moment is measured on the monotonic clock inputs carry: the
+    /// wall clock set forward releases nothing early, set back holds nothing longer.
+    @Test(arguments: [Int64(3_600_000), -3_600_000]) func theWallClockDoesNotMeasureTheSettlingMoment(wallClockJump: Int64) throws {
         var world = try Self.world()
         _ = world.phoneNode.handle(.start)
         _ = try Self.laptopPostsAndThePhoneTries(&world)
         _ = world.phoneNode.handle(try Self.advertisement(of: world.laptop))
-        world.clock.advance(byMilliseconds: -3_600_000)
-        #expect(!Self.deliveries(world.phoneNode.handle(.timer(.outbox))).isEmpty)
+        world.clock.advance(byMilliseconds: wallClockJump)
+        #expect(Self.deliveries(world.phoneNode.handle(.timer(.outbox))).isEmpty)
+        let settled = world.phoneNode.monotonicNow + FleetConfiguration().deliverySettleMilliseconds
+        #expect(!Self.deliveries(world.phoneNode.handle(.timer(.outbox), at: settled)).isEmpty)
     }
 
     /// An agreement with one sibling does not release the wait while another

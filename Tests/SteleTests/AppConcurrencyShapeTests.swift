@@ -22,10 +22,19 @@ actor SyncEngine {
     /// What the node would advertise now.
     func advertisement() throws -> Advertisement { try node.advertisement() }
 
-    /// The app wrote (through any handle): the node advertises after its debounce.
-    func localChange() -> [FleetOutput] { node.handle(.localChange) }
+    /// Where the engine's monotonic clock starts.
+    private let started = ContinuousClock.now
 
-    func fire(_ timer: FleetTimer) -> [FleetOutput] { node.handle(.timer(timer)) }
+    /// Milliseconds on the monotonic clock: what every input carries.
+    private var now: Int64 {
+        let elapsed = ContinuousClock.now - started
+        return elapsed.components.seconds * 1_000 + elapsed.components.attoseconds / 1_000_000_000_000_000
+    }
+
+    /// The app wrote (through any handle): the node advertises after its debounce.
+    func localChange() -> [FleetOutput] { node.handle(.localChange, at: now) }
+
+    func fire(_ timer: FleetTimer) -> [FleetOutput] { node.handle(.timer(timer), at: now) }
 }
 
 /// The UI's model: main-actor state over its own handle.

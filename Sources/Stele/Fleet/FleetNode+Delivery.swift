@@ -123,7 +123,7 @@ extension FleetNode {
     /// for that may go once the moment to settle has passed.
     mutating func agreed(on conversation: String) -> Bool {
         delivery.agreements[conversation, default: 0] += 1
-        delivery.agreedAt[conversation] = replica.clock.nowMilliseconds()
+        delivery.agreedAt[conversation] = monotonicNow
         return delivery.waiting[conversation] != nil
     }
 
@@ -134,9 +134,9 @@ extension FleetNode {
         guard let since = delivery.waiting[conversation], delivery.agreements[conversation, default: 0] > since,
             let agreedAt = delivery.agreedAt[conversation]
         else { return false }
-        let now = replica.clock.nowMilliseconds()
-        // A wall clock set back since the agreement does not hold the delivery for as long.
-        let settled = now - agreedAt >= configuration.deliverySettleMilliseconds || now < agreedAt
+        let now = monotonicNow
+        // Monotonic: a wall clock set back since the agreement changes nothing.
+        let settled = now - agreedAt >= configuration.deliverySettleMilliseconds
         guard settled, let mine = try? replica.digest(of: conversation) else { return false }
         let lately = 2 * configuration.advertiseIntervalMilliseconds
         for (peer, advertisement) in barrier.heard where peer != replica.device && roster.contains(peer) {

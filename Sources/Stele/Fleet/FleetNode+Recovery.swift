@@ -29,7 +29,8 @@ public struct CollectionStatus: Sendable {
     /// When this device last collected (wall-clock ms) and how many, if ever.
     public let lastCollection: (milliseconds: Int64, count: Int)?
     /// The siblings that keep it from collecting, each with when it was last heard
-    /// agreeing with this device (`nil`: not since this node started).
+    /// agreeing with this device, on the runtime's monotonic clock (``FleetNode/monotonicNow``;
+    /// `nil`: not since this node started).
     public let blockedBy: [(device: DeviceID, lastAgreedMilliseconds: Int64?)]
 }
 

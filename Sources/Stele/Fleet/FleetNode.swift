@@ -47,6 +47,10 @@ public struct FleetNode {
         var epoch: UInt64 = 0
     }
 
+    /// The monotonic time of the latest input (``handle(_:at:)``): durations are
+    /// measured on it, never on the wall clock a user may set back.
+    public private(set) var monotonicNow: Int64 = 0
+
     private var sessions: [SessionKey: Session] = [:]
     private var changePending = false
     private var logged: Set<String> = []
@@ -94,9 +98,11 @@ public struct FleetNode {
     /// Reconcile sessions in progress.
     public var openSessions: Int { sessions.count }
 
-    /// Handles one input.
-    public mutating func handle(_ input: FleetInput) -> [FleetOutput] {
-        seal(step(input))
+    /// Handles one input, which arrived at `now` on the runtime's monotonic clock
+    /// (milliseconds from any origin; a `now` earlier than the last one counts as the last).
+    public mutating func handle(_ input: FleetInput, at now: Int64) -> [FleetOutput] {
+        monotonicNow = max(monotonicNow, now)
+        return seal(step(input))
     }
 
     /// Seals every frame among `outputs` for its recipient (a node with a
@@ -309,8 +315,8 @@ public struct FleetNode {
 
     private mutating func receive(_ advertisement: Advertisement, from peer: DeviceID) -> [FleetOutput] {
         barrier.heard[peer] = advertisement
-        delivery.heardAt[peer] = replica.clock.nowMilliseconds()
-        if (try? self.advertisement()) == advertisement { barrier.agreedAt[peer] = replica.clock.nowMilliseconds() }
+        delivery.heardAt[peer] = monotonicNow
+        if (try? self.advertisement()) == advertisement { barrier.agreedAt[peer] = monotonicNow }
         guard advertisement.generation == replica.generation else {
             var outputs: [FleetOutput] = []
             if advertisement.generation > replica.generation {

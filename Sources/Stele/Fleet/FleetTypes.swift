@@ -48,7 +48,7 @@ public struct FleetConfiguration: Sendable, Equatable {
     }
 }
 
-/// What happens to a ``FleetNode``: every input is one call to ``FleetNode/handle(_:)``.
+/// What happens to a ``FleetNode``: every input is one call to ``FleetNode/handle(_:at:)``, with the monotonic time it arrived at.
 public enum FleetInput: Sendable, Equatable {
     /// The node starts (or restarts after a crash): it advertises and arms its timers.
     case start

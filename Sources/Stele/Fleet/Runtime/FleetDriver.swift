@@ -109,7 +109,7 @@ public final class FleetDriver {
         draining = true
         defer { draining = false }
         while !inbox.isEmpty, !stopped {
-            carryOut(node.handle(inbox.removeFirst()))
+            carryOut(node.handle(inbox.removeFirst(), at: environment.scheduler.monotonicMilliseconds))
         }
     }
 
