@@ -13,7 +13,7 @@ enum MessageBenchmarks {
         let messages = 100_000 / scale.divisor
         let writer = try DeviceIdentity.generate().deviceID
         let account = AccountID.generate()
-        var random = SplitMixBench(seed: 7)
+        var random = SplitMix64(seed: 7)
         var ops: [MessageOp] = []
         ops.reserveCapacity(messages * 5)
         var time: Int64 = 1 << 40

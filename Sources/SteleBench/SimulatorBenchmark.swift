@@ -25,7 +25,7 @@ enum SimulatorBenchmark {
                 let replica = try Replica.create(
                     at: "\(directory)/sim-baseline-\(seed).stele", account: AccountID.generate(), device: try DeviceIdentity.generate().deviceID)
                 for namespace in Workload.namespaces { try replica.declare(namespace.name, namespace.kind) }
-                var random = SplitMix(seed: UInt64(seed))
+                var random = SplitMix64(seed: UInt64(seed))
                 var workload = Workload()
                 let oracle = Oracle()
                 for _ in 0..<options.steps {

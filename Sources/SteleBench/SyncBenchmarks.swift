@@ -36,13 +36,13 @@ enum SyncBenchmarks {
             drivers = try [(a, identities.0, seed), (b, identities.1, seed &+ 1)].map { replica, identity, seed in
                 try FleetDriver(
                     replica: replica, identity: identity, keyStore: MemoryKeyStore(KeyRing(identity: identity, roster: signed)),
-                    environment: world.environment(for: replica.device), configuration: configuration, random: SplitMixBench(seed: seed))
+                    environment: world.environment(for: replica.device), configuration: configuration, random: SplitMix64(seed: seed))
             }
         } else {
             drivers = [(a, seed), (b, seed &+ 1)].map { replica, seed in
                 FleetDriver(
                     unsealed: replica, roster: roster, accountKeys: [], environment: world.environment(for: replica.device), configuration: configuration,
-                    random: SplitMixBench(seed: seed))
+                    random: SplitMix64(seed: seed))
             }
         }
         for driver in drivers {
@@ -221,17 +221,3 @@ enum SyncBenchmarks {
     }
 }
 
-/// The seeded generator the benchmark's nodes draw session ids from.
-struct SplitMixBench: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}

@@ -12,8 +12,6 @@ struct EventQueue<Payload> {
     private var heap: [Entry] = []
     private var nextSequence: UInt64 = 0
 
-    var isEmpty: Bool { heap.isEmpty }
-    var count: Int { heap.count }
 
     /// The earliest deadline, if any.
     var nextDeadline: Int64? { heap.first?.deadline }

@@ -93,8 +93,6 @@ public final class Oracle {
         }
     }
 
-    /// Operations recorded (rule refusals and storage failures are not).
-    public var operationCount: Int { operations.count }
 
     // MARK: - Recording
 

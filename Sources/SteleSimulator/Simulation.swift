@@ -81,7 +81,7 @@ public final class Simulation {
     public private(set) var timeline: [TimelineEntry] = []
 
     private let folder: String
-    private var random: SplitMix
+    private var random: SplitMix64
     private var queue = EventQueue<Event>()
     private var backups: [String: (device: String, path: String, time: Int64, keys: MemoryKeyStore, forgettingMark: Int)] = [:]
     /// Whether devices keep a stamp floor in their key store (``StampFloor``).
@@ -134,10 +134,10 @@ public final class Simulation {
     public init(seed: UInt64, configuration: FleetConfiguration = FleetConfiguration(collects: true)) throws {
         self.seed = seed
         self.configuration = configuration
-        var keyRandom = SplitMix(seed: seed ^ 0x00BA_C0E7)
+        var keyRandom = SplitMix64(seed: seed ^ 0x00BA_C0E7)
         accountKey = try AccountKey(bytes: (0..<4).flatMap { _ in withUnsafeBytes(of: keyRandom.next()) { Array($0) } })
-        random = SplitMix(seed: seed)
-        var accountRandom = SplitMix(seed: seed ^ 0xACC0_0000)
+        random = SplitMix64(seed: seed)
+        var accountRandom = SplitMix64(seed: seed ^ 0xACC0_0000)
         account = AccountID.generate(using: &accountRandom)
         folder = FileManager.default.temporaryDirectory.appendingPathComponent("stele-sim-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: folder + "/backups", withIntermediateDirectories: true)
@@ -174,17 +174,17 @@ public final class Simulation {
             return found
         }
         let account = owner?.account ?? self.account
-        var keyRandom = SplitMix(seed: seed ^ UInt64(truncatingIfNeeded: name.hashValueStable))
+        var keyRandom = SplitMix64(seed: seed ^ UInt64(truncatingIfNeeded: name.hashValueStable))
         let identity = try DeviceIdentity(privateKey: (0..<4).flatMap { _ in withUnsafeBytes(of: keyRandom.next()) { Array($0) } })
         let path = "\(folder)/\(name).stele"
         let clock = ManualWallClock(milliseconds: Self.epoch)
         let keys = MemoryKeyStore()
         let replica = try Replica.create(
             at: path, account: account, device: identity.deviceID,
-            options: Replica.Options(clock: clock, random: SplitMix(seed: seed ^ identity.deviceID.stableSeed), stampFloor: usesStampFloors ? keys : nil))
+            options: Replica.Options(clock: clock, random: SplitMix64(seed: seed ^ identity.deviceID.stableSeed), stampFloor: usesStampFloors ? keys : nil))
         let driver = try FleetDriver(
             replica: replica, identity: identity, keyStore: keys, environment: SimulatedEnvironment(simulation: self, device: identity.deviceID).environment,
-            configuration: configuration, random: SplitMix(seed: seed &+ identity.deviceID.stableSeed))
+            configuration: configuration, random: SplitMix64(seed: seed &+ identity.deviceID.stableSeed))
         let device = SimulatedDevice(name: name, identity: identity, contact: contact, replica: replica, keys: keys, path: path, clock: clock, driver: driver)
         try declareNamespaces(on: device)
         watch(device)
@@ -217,7 +217,7 @@ public final class Simulation {
     /// roster is founded in the same directory, its devices share the network.
     public func addContact(_ name: String, devices names: [String]) throws {
         precondition(!contacts.contains { $0.name == name }, "contact \(name) exists")
-        var accountRandom = SplitMix(seed: seed ^ 0xC0_0000 ^ UInt64(truncatingIfNeeded: name.hashValueStable))
+        var accountRandom = SplitMix64(seed: seed ^ 0xC0_0000 ^ UInt64(truncatingIfNeeded: name.hashValueStable))
         let account = AccountID.generate(using: &accountRandom)
         let key = try AccountKey(bytes: (0..<4).flatMap { _ in withUnsafeBytes(of: accountRandom.next()) { Array($0) } })
         contacts.append(Contact(name: name, account: account, key: key))
@@ -294,7 +294,7 @@ public final class Simulation {
         // Numbered by the roster, not by the revoker's key ring: a keychain restored
         // from an old backup must not number a new key as one the fleet already has.
         let epoch = UInt32(try directory.roster(of: account).revoked.count + 1)
-        var keyRandom = SplitMix(seed: seed ^ 0x0E0C_0000 ^ UInt64(epoch))
+        var keyRandom = SplitMix64(seed: seed ^ 0x0E0C_0000 ^ UInt64(epoch))
         let key = try AccountKey(bytes: (0..<4).flatMap { _ in withUnsafeBytes(of: keyRandom.next()) { Array($0) } })
         var ring = try revoker.keys.load() ?? KeyRing(identity: revoker.identity)
         ring.insert(key, epoch: epoch)
@@ -769,14 +769,14 @@ public final class Simulation {
     /// reopens the file and restarts the node.
     private func reopen(_ device: SimulatedDevice, whileClosed change: () throws -> Void = {}) throws {
         let options = Replica.Options(
-            clock: device.clock, random: SplitMix(seed: seed ^ device.id.stableSeed ^ UInt64(now)), stampFloor: usesStampFloors ? device.keys : nil)
+            clock: device.clock, random: SplitMix64(seed: seed ^ device.id.stableSeed ^ UInt64(now)), stampFloor: usesStampFloors ? device.keys : nil)
         device.firedBeforeReopen += device.replica.storageFaultsFired
         // The process dies: its driver hears nothing more. Release every
         // reference to the store before touching its file.
         device.driver.stop()
         let placeholder = try Replica.create(at: ":memory:", account: device.account, device: device.id)
         let environment = SimulatedEnvironment(simulation: self, device: device.id).environment
-        device.driver = FleetDriver(unsealed: placeholder, roster: [], accountKeys: [], environment: environment, configuration: configuration, random: SplitMix(seed: 0))
+        device.driver = FleetDriver(unsealed: placeholder, roster: [], accountKeys: [], environment: environment, configuration: configuration, random: SplitMix64(seed: 0))
         device.replica = placeholder
         try change()
         device.replica = try Replica.open(at: device.path, account: device.account, device: device.id, options: options)
@@ -785,7 +785,7 @@ public final class Simulation {
         // (a revoked device is told nothing: it keeps its old roster).
         device.driver = try FleetDriver(
             replica: device.replica, identity: device.identity, keyStore: device.keys, environment: environment, configuration: configuration,
-            random: SplitMix(seed: seed &+ device.id.stableSeed &+ UInt64(now)))
+            random: SplitMix64(seed: seed &+ device.id.stableSeed &+ UInt64(now)))
         watch(device)
         if !device.isRevoked { try refreshRoster(of: device) }
         device.driver.start()
@@ -926,41 +926,7 @@ public struct TimelineEntry: Sendable {
     public let kind: Kind
 }
 
-/// FNV-1a over the run's events: a fingerprint of the whole run.
-struct EventLogHasher {
-    private(set) var value: UInt64 = 0xCBF2_9CE4_8422_2325
-
-    mutating func add(_ tag: String, _ time: Int64, _ from: DeviceID, _ to: DeviceID, _ extra: Int) {
-        for byte in tag.utf8 { mix(byte) }
-        for word in [UInt64(bitPattern: time), from.stableSeed, to.stableSeed, UInt64(bitPattern: Int64(extra))] {
-            for shift in stride(from: 0, to: 64, by: 8) { mix(UInt8(truncatingIfNeeded: word >> UInt64(shift))) }
-        }
-    }
-
-    mutating func add(bytes: [UInt8]) {
-        for word in [UInt64(bytes.count)] { for shift in stride(from: 0, to: 64, by: 8) { mix(UInt8(truncatingIfNeeded: word >> UInt64(shift))) } }
-        for byte in bytes { mix(byte) }
-    }
-
-    private mutating func mix(_ byte: UInt8) {
-        value ^= UInt64(byte)
-        value &*= 0x0000_0100_0000_01B3
-    }
-}
-
 extension DeviceID {
     /// The id's first eight bytes as a number: a stable per-device seed.
     var stableSeed: UInt64 { bytes.prefix(8).reduce(0) { $0 << 8 | UInt64($1) } }
-}
-
-extension String {
-    /// FNV-1a of the UTF-8 bytes: unlike `hashValue`, the same in every process.
-    var hashValueStable: Int {
-        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
-        for byte in utf8 {
-            hash ^= UInt64(byte)
-            hash &*= 0x0000_0100_0000_01B3
-        }
-        return Int(truncatingIfNeeded: hash)
-    }
 }

@@ -76,7 +76,7 @@ public struct SimulationRun {
     public static func run(seed: UInt64, options: Options) throws -> Outcome {
         let simulation = try Simulation(seed: seed)
         simulation.setCollection(options.collects)
-        var random = SplitMix(seed: seed ^ 0x5EED_F00D)
+        var random = SplitMix64(seed: seed ^ 0x5EED_F00D)
         // Every step is also written down as a scenario statement: the run's
         // transcript replays it under `stele scenario --seed` (DESIGN §9).
         var transcript = ["# stele simulate --seed \(seed) --devices \(options.devices) --steps \(options.steps): replay with stele scenario FILE --seed \(seed)"]

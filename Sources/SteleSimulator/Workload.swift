@@ -27,7 +27,7 @@ public struct Workload: Sendable {
     public init(keys: Int = 40) { self.keys = keys }
 
     /// The next write.
-    public mutating func next(_ random: inout SplitMix) -> WorkloadOperation {
+    package mutating func next(_ random: inout SplitMix64) -> WorkloadOperation {
         counter += 1
         let key = "k\(random.next() % UInt64(keys))"
         let value = "v\(counter)"
@@ -69,7 +69,7 @@ public struct Workload: Sendable {
 
     /// The next write of a contact's device in the conversation "chat": posts,
     /// edits of its own account's posts, reactions to anyone's.
-    public mutating func nextForContact(_ random: inout SplitMix) -> WorkloadOperation {
+    package mutating func nextForContact(_ random: inout SplitMix64) -> WorkloadOperation {
         counter += 1
         let value = "v\(counter)"
         guard !contactPosted.isEmpty, random.next() % 3 != 0 else {

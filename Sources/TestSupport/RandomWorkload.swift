@@ -4,7 +4,7 @@ import Stele
 /// so devices make concurrent edits and deletes of the same rows.
 public enum RandomWorkload {
     /// Applies `steps` random writes to `replica`.
-    public static func run(_ replica: Replica, steps: Int, keys: Int = 30, clock: ManualWallClock? = nil, _ generator: inout SeededGenerator) throws {
+    package static func run(_ replica: Replica, steps: Int, keys: Int = 30, clock: ManualWallClock? = nil, _ generator: inout SeededGenerator) throws {
         for _ in 0..<steps {
             clock?.advance(byMilliseconds: Int64.random(in: 0...3, using: &generator))
             let key = "k\(Int.random(in: 0..<keys, using: &generator))"

@@ -13,7 +13,7 @@ import TestSupport
         for namespace in Workload.namespaces { try simulation.declare(namespace.name, namespace.kind) }
         for index in 0..<count { try simulation.addDevice("d\(index)") }
         for device in simulation.devices { simulation.setOnline(device.name, false) }
-        var random = SplitMix(seed: seed)
+        var random = SplitMix64(seed: seed)
         var workload = Workload(keys: 25)
         for _ in 0..<steps {
             simulation.advance(byMilliseconds: random.value(in: 0...50))

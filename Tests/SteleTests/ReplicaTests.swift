@@ -42,7 +42,8 @@ import TestSupport
         let directory = try TemporaryDirectory()
         let faults = SQLiteFaultPlan()
         faults.fail(.step, with: .full, sqlContains: "INSERT INTO replica", count: 2)
-        let options = Replica.Options(faults: faults)
+        var options = Replica.Options()
+        options.faults = faults
         let fresh = directory.file("fresh.stele")
         #expect { _ = try Replica.create(at: fresh, account: Fixtures.account(), device: Fixtures.device(1), options: options) } throws: {
             ($0 as? SQLiteError)?.code == .full

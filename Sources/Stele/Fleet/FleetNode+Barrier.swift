@@ -73,7 +73,7 @@ extension FleetNode {
     /// Whether this device would still take part in collecting: collection on,
     /// tombstones possibly held, and (as leader) no back-off under way. The
     /// simulator's `sync` waits for this work when every device can reach every other.
-    public var hasCollectionWork: Bool {
+    package var hasCollectionWork: Bool {
         guard configuration.collects else { return false }
         let holds = replica.mayHoldTombstones
         guard leader == replica.device else { return holds }

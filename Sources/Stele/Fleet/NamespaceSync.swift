@@ -266,7 +266,6 @@ struct NamespaceSync {
         return try tombstoneFingerprint() != theirs
     }
 
-    var hasTombstoneSet: Bool { kind == .causal || kind == .lww }
 
     func tombstoneFingerprint() throws -> Fingerprint? {
         switch kind {

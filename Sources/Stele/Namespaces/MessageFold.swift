@@ -51,6 +51,23 @@ public struct MessageOp: Sendable, Equatable {
         case unreact(reactor: String)
         /// The other side of a conversation received op `of` (a delivery receipt).
         case receipt(of: MessageOpID)
+
+        /// The one number each action has, on the wire, in the store and in its
+        /// schema's `CHECK`: never renumber one.
+        public enum Code: UInt8, Sendable, CaseIterable {
+            case post = 0, edit, delete, react, unreact, receipt
+        }
+
+        public var code: Code {
+            switch self {
+            case .post: .post
+            case .edit: .edit
+            case .delete: .delete
+            case .react: .react
+            case .unreact: .unreact
+            case .receipt: .receipt
+            }
+        }
     }
 
     public let id: MessageOpID
@@ -107,7 +124,6 @@ public struct Reaction: Sendable, Equatable {
     public let emoji: String?
     public let time: Int64
 
-    public var isRemoval: Bool { emoji == nil }
 
     /// The register's total order: newer wins; on a tie a removal beats a
     /// reaction; then the larger emoji.

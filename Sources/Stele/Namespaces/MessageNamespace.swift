@@ -57,7 +57,7 @@ public struct MessageNamespace {
     /// The bytes of every body stored for `message` across its ops (posts and
     /// edits): what a delete must leave empty.
     public func storedBodyBytes(of message: String) throws -> Int {
-        Int(try replica.connection.scalarInt("SELECT coalesce(sum(length(content)), 0) FROM \(opsTable) WHERE message = ? AND action IN (0, 1)", [.text(message)]) ?? 0)
+        Int(try replica.connection.scalarInt("SELECT coalesce(sum(length(content)), 0) FROM \(opsTable) WHERE message = ? AND action IN \(Self.textActions)", [.text(message)]) ?? 0)
     }
 
     // MARK: - Local writes
@@ -305,7 +305,7 @@ public struct MessageNamespace {
         let deleted = wasDeleted || fresh.contains(where: \.isDelete)
         if deleted && !wasDeleted {
             try replica.connection.execute(
-                "UPDATE \(opsTable) SET content = x'' WHERE message = ? AND action IN (0, 1) AND length(content) > 0", [.text(message)])
+                "UPDATE \(opsTable) SET content = x'' WHERE message = ? AND action IN \(Self.textActions) AND length(content) > 0", [.text(message)])
         }
         for op in fresh { try insertOp(deleted ? op.purged : op) }
 
@@ -337,15 +337,19 @@ public struct MessageNamespace {
         }
     }
 
+    /// The actions that carry text (SQL, from the codes).
+    static let textActions = "(\(MessageOp.Action.Code.post.rawValue), \(MessageOp.Action.Code.edit.rawValue))"
+
     private func insertOp(_ op: MessageOp) throws {
-        let (action, actor, content, scope): (Int64, String?, [UInt8]?, Int64?) =
+        let action = Int64(op.action.code.rawValue)
+        let (actor, content, scope): (String?, [UInt8]?, Int64?) =
             switch op.action {
-            case let .post(author, body): (0, author, body, nil)
-            case .edit(let body): (1, nil, body, nil)
-            case .delete(let scope): (2, nil, nil, Int64(scope.rawValue))
-            case let .react(reactor, emoji): (3, reactor, Array(emoji.utf8), nil)
-            case .unreact(let reactor): (4, reactor, nil, nil)
-            case .receipt(let received): (5, nil, received.bytes, nil)
+            case let .post(author, body): (author, body, nil)
+            case .edit(let body): (nil, body, nil)
+            case .delete(let scope): (nil, nil, Int64(scope.rawValue))
+            case let .react(reactor, emoji): (reactor, Array(emoji.utf8), nil)
+            case .unreact(let reactor): (reactor, nil, nil)
+            case .receipt(let received): (nil, received.bytes, nil)
             }
         try replica.connection.execute(
             "INSERT INTO \(opsTable) (message, id, time, writer, account, action, actor, content, scope) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -374,17 +378,20 @@ public struct MessageNamespace {
                 throw ReplicaError(.corrupt, "an op of message \(message) in \(name) has a malformed id; the file is damaged")
             }
             let action: MessageOp.Action
-            switch row.int64(4) {
-            case 0: action = .post(author: row.text(5), body: row.blob(6))
-            case 1: action = .edit(body: row.blob(6))
-            case 2:
+            guard let code = MessageOp.Action.Code(rawValue: UInt8(clamping: row.int64(4))) else {
+                throw ReplicaError(.corrupt, "an op of message \(message) in \(name) has an unknown action; the file is damaged")
+            }
+            switch code {
+            case .post: action = .post(author: row.text(5), body: row.blob(6))
+            case .edit: action = .edit(body: row.blob(6))
+            case .delete:
                 guard let scope = row.optionalInt64(7).flatMap({ DeleteScope(rawValue: UInt8(clamping: $0)) }), scope != .live else {
                     throw ReplicaError(.corrupt, "a delete of message \(message) in \(name) has no scope; the file is damaged")
                 }
                 action = .delete(scope)
-            case 3: action = .react(reactor: row.text(5), emoji: String(decoding: row.blob(6), as: UTF8.self))
-            case 4: action = .unreact(reactor: row.text(5))
-            default:
+            case .react: action = .react(reactor: row.text(5), emoji: String(decoding: row.blob(6), as: UTF8.self))
+            case .unreact: action = .unreact(reactor: row.text(5))
+            case .receipt:
                 guard let received = try? MessageOpID(bytes: row.blob(6)) else {
                     throw ReplicaError(.corrupt, "a receipt in message \(message) of \(name) names no op; the file is damaged")
                 }

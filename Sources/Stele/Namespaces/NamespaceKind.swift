@@ -17,8 +17,5 @@ public enum NamespaceKind: String, Sendable, CaseIterable, CustomStringConvertib
     /// Whether the namespace takes part in sync.
     public var isReplicated: Bool { self != .local }
 
-    /// Whether the kind keeps tombstones that the barrier collects.
-    public var hasTombstones: Bool { self == .causal || self == .lww || self == .log || self == .messages }
-
     public var description: String { rawValue }
 }

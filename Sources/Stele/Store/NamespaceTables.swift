@@ -113,8 +113,8 @@ extension NamespaceKind {
         case .messages:
             // The folded row (000 §6): identity, scope and the digest leaf of its
             // canonical bytes (reads fold the ops, a handful per message); a deleted
-            // row (scope 1 or 2) is the namespace's tombstone. Ops: `action` 0 post, 1 edit, 2 delete,
-            // 3 react, 4 unreact, 5 receipt; `actor` the author or reactor, `content`
+            // row (scope 1 or 2) is the namespace's tombstone. Ops: `action` its ``MessageOp/Action/Code``
+            // (0 post through 5 receipt); `actor` the author or reactor, `content`
             // the body (emptied by a delete), the emoji or the receipted op's id,
             // `scope` a delete's; `account` the writer's account, NULL for this
             // replica's own. `duty`: the row's ops owe a delivery (``MessageFold/duty(of:for:)``).
@@ -135,7 +135,7 @@ extension NamespaceKind {
                 time INTEGER NOT NULL CHECK (time >= 0),
                 writer INTEGER NOT NULL,
                 account BLOB CHECK (account IS NULL OR length(account) = 16),
-                action INTEGER NOT NULL CHECK (action BETWEEN 0 AND 5),
+                action INTEGER NOT NULL CHECK (action BETWEEN \(MessageOp.Action.Code.post.rawValue) AND \(MessageOp.Action.Code.receipt.rawValue)),
                 actor TEXT,
                 content BLOB,
                 scope INTEGER,

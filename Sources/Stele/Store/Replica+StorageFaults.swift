@@ -21,12 +21,12 @@ public enum StorageFault: String, Sendable, CaseIterable {
 extension Replica {
     /// Makes the replica's next SQLite step fail with `fault`, after letting
     /// `afterSteps` steps through (the funnel every SQLite call goes through).
-    public func injectStorageFault(_ fault: StorageFault, afterSteps: Int = 0) {
+    package func injectStorageFault(_ fault: StorageFault, afterSteps: Int = 0) {
         let plan = faults ?? SQLiteFaultPlan()
         plan.fail(.step, with: fault.resultCode, after: afterSteps)
         faults = plan
     }
 
     /// How many forced storage faults have fired on this replica.
-    public var storageFaultsFired: Int { faults?.fired ?? 0 }
+    package var storageFaultsFired: Int { faults?.fired ?? 0 }
 }

@@ -16,8 +16,8 @@ public final class Replica {
         public var random: any RandomNumberGenerator
         /// Open without writing anything: reads work, writes throw ``ReplicaError/Code/readOnly``.
         public var readOnly: Bool
-        /// SQLite failures to force (tests and the simulator).
-        public var faults: SQLiteFaultPlan?
+        /// SQLite failures to force (tests and the simulator: a seam, not API).
+        package var faults: SQLiteFaultPlan?
         /// Where the device's ``StampFloor`` is kept: its ``KeyStore``, outside the
         /// replica file and its backups. With one, a replica restored from a backup
         /// never issues a counter or a stamp it issued before (``StampFloor``);
@@ -36,13 +36,11 @@ public final class Replica {
             clock: any WallClock = SystemWallClock(),
             random: any RandomNumberGenerator = SystemRandomNumberGenerator(),
             readOnly: Bool = false,
-            faults: SQLiteFaultPlan? = nil,
             stampFloor: (any StampFloorStore)? = nil
         ) {
             self.clock = clock
             self.random = random
             self.readOnly = readOnly
-            self.faults = faults
             self.stampFloor = stampFloor
         }
     }
@@ -412,8 +410,8 @@ public final class Replica {
         try connection.backup(to: destination)
     }
 
-    /// The SQLite failure plan forced on this store's connection (tests and the simulator).
-    public var faults: SQLiteFaultPlan? {
+    /// The SQLite failure plan forced on this store's connection (tests and the simulator: a seam, not API).
+    package var faults: SQLiteFaultPlan? {
         get { connection.faults }
         set { connection.faults = newValue }
     }

@@ -121,26 +121,21 @@ struct RecordWriter {
                 writer.append(op.id.bytes)
                 appendStamp(WriteStamp(timestamp: HybridTimestamp(rawValue: UInt64(op.time)), writer: op.writer), &writer)
                 writer.appendVarint(UInt64(accounts.firstIndex(of: op.account) ?? 0))
+                writer.append(op.action.code.rawValue)
                 switch op.action {
                 case let .post(author, body):
-                    writer.append(0)
                     writer.appendString(author)
                     writer.appendBytes(body)
                 case .edit(let body):
-                    writer.append(1)
                     writer.appendBytes(body)
                 case .delete(let scope):
-                    writer.append(2)
                     writer.append(scope.rawValue)
                 case let .react(reactor, emoji):
-                    writer.append(3)
                     writer.appendString(reactor)
                     writer.appendString(emoji)
                 case .unreact(let reactor):
-                    writer.append(4)
                     writer.appendString(reactor)
                 case .receipt(let received):
-                    writer.append(5)
                     writer.append(received.bytes)
                 }
             }
@@ -306,25 +301,26 @@ struct RecordReader {
                     throw CodecError(.valueOutOfRange, "account index \(accountIndex) is outside the record's \(accounts.count) accounts")
                 }
                 let action: MessageOp.Action
-                switch try reader.readByte("message op action") {
-                case 0:
+                let raw = try reader.readByte("message op action")
+                guard let code = MessageOp.Action.Code(rawValue: raw) else { throw CodecError(.valueOutOfRange, "message op action \(raw)") }
+                switch code {
+                case .post:
                     action = .post(
                         author: try reader.readString("author", maximumBytes: Limits.maximumKeyBytes),
                         body: try reader.readByteArray("body", maximumBytes: Limits.maximumValueBytes))
-                case 1: action = .edit(body: try reader.readByteArray("body", maximumBytes: Limits.maximumValueBytes))
-                case 2:
+                case .edit: action = .edit(body: try reader.readByteArray("body", maximumBytes: Limits.maximumValueBytes))
+                case .delete:
                     let raw = try reader.readByte("delete scope")
                     guard let scope = DeleteScope(rawValue: raw), scope != .live else {
                         throw CodecError(.valueOutOfRange, "delete scope \(raw)")
                     }
                     action = .delete(scope)
-                case 3:
+                case .react:
                     action = .react(
                         reactor: try reader.readString("reactor", maximumBytes: Limits.maximumKeyBytes),
                         emoji: try reader.readString("emoji", maximumBytes: MessageRecord.maximumEmojiBytes))
-                case 4: action = .unreact(reactor: try reader.readString("reactor", maximumBytes: Limits.maximumKeyBytes))
-                case 5: action = .receipt(of: try MessageOpID(bytes: try reader.readBytes(MessageOpID.byteCount, "receipted op id")))
-                case let code: throw CodecError(.valueOutOfRange, "message op action \(code)")
+                case .unreact: action = .unreact(reactor: try reader.readString("reactor", maximumBytes: Limits.maximumKeyBytes))
+                case .receipt: action = .receipt(of: try MessageOpID(bytes: try reader.readBytes(MessageOpID.byteCount, "receipted op id")))
                 }
                 ops.append(
                     MessageOp(

@@ -129,7 +129,7 @@ struct ParseState {
 
     let file: String
     var devices: Set<String> = []
-    var namespaces: [String: ScenarioKind] = [:]
+    var namespaces: [String: NamespaceKind] = [:]
     var hasFleet = false
     var backups: Set<String> = []
     /// Contact accounts (`contact NAME D1 D2`), each device of one, and each
@@ -168,8 +168,8 @@ struct ParseState {
         case "namespace":
             try arity(words, 3, "namespace NS KIND")
             try checkName(words[1], "namespace")
-            guard let kind = ScenarioKind(rawValue: words[2]) else {
-                throw Message("unknown kind \(words[2])" + Spelling.hint(words[2], in: ScenarioKind.allCases.map(\.rawValue)) + "; use causal, lww, log, messages, local or appendOnly")
+            guard let kind = NamespaceKind(rawValue: words[2]) else {
+                throw Message("unknown kind \(words[2])" + Spelling.hint(words[2], in: NamespaceKind.allCases.map(\.rawValue)) + "; use causal, lww, log, messages, local or appendOnly")
             }
             guard namespaces[words[1]] == nil else { throw Message("namespace \(words[1]) is declared twice") }
             namespaces[words[1]] = kind
@@ -403,7 +403,7 @@ struct ParseState {
         case "tombstones":
             if words.count == 4 { return .tombstones(device: name, namespace: nil, count: try number(words[3])) }
             try arity(words, 5, "expect D tombstones [NS] N")
-            try namespace(words[3], kinds: ScenarioKind.allCases)
+            try namespace(words[3], kinds: NamespaceKind.allCases)
             return .tombstones(device: name, namespace: words[3], count: try number(words[4]))
         case "generation":
             try arity(words, 4, "expect D generation N")
@@ -508,7 +508,7 @@ struct ParseState {
         }
     }
 
-    private func namespace(_ name: String, kinds: [ScenarioKind]) throws {
+    private func namespace(_ name: String, kinds: [NamespaceKind]) throws {
         guard let kind = namespaces[name] else { throw Message("unknown namespace \(name)" + Spelling.hint(name, in: namespaces.keys) + "; declare it with namespace NS KIND first") }
         guard kinds.contains(kind) else {
             throw Message("namespace \(name) is \(kind.rawValue); this statement needs \(kinds.map(\.rawValue).joined(separator: " or "))")

@@ -61,7 +61,7 @@ public final class ScenarioRunner {
         case .fleet(let names):
             for name in names { try simulation.addDevice(name) }
         case let .namespace(name, kind):
-            try simulation.declare(name, kind.kind)
+            try simulation.declare(name, kind)
         case .join(let name):
             try simulation.addDevice(name)
         case .revoke(let name):

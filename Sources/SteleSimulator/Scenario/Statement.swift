@@ -4,7 +4,7 @@ import Stele
 public enum Statement: Sendable, Equatable {
     // Fleet statements
     case fleet([String])
-    case namespace(String, ScenarioKind)
+    case namespace(String, NamespaceKind)
     case join(String)
     case revoke(String)
     case operation(device: String, WorkloadOperation)
@@ -39,22 +39,6 @@ public enum Statement: Sendable, Equatable {
     public enum AnchorAction: Sendable, Equatable {
         case down, up, failNextWrite
         case delayNextWrite(Int64)
-    }
-}
-
-/// A namespace kind as scenarios name it.
-public enum ScenarioKind: String, Sendable, CaseIterable {
-    case causal, lww, log, messages, local, appendOnly
-
-    var kind: NamespaceKind {
-        switch self {
-        case .causal: .causal
-        case .lww: .lww
-        case .log: .log
-        case .local: .local
-        case .appendOnly: .appendOnly
-        case .messages: .messages
-        }
     }
 }
 
