@@ -129,4 +129,36 @@ import TestSupport
         _ = pair.node.handle(.anchorRead(.found(good)))
         #expect(pair.a.generation == 1)
     }
+
+    // MARK: - Typed failures (issue 15 §4)
+
+    /// The same refused step under a full disk and under an I/O error: both are
+    /// storage failures carrying SQLite's code, and only the first is a full disk;
+    /// a garbage frame is a codec failure, never a storage one.
+    @Test(arguments: [SQLiteResultCode.full, .ioError]) func aStorageFailureCarriesSQLitesCode(code: SQLiteResultCode) throws {
+        var pair = try Self.pair()
+        let advertisement = FrameCodec.encode(.advertisement(try pair.peer.advertisement()))
+        let plan = SQLiteFaultPlan()
+        plan.fail(.step, with: code, sqlContains: "data_version", count: 100)
+        pair.a.faults = plan
+        let failed = Self.logs(pair.node.handle(.frame(from: pair.b.device, bytes: advertisement)), .storageFailed)
+        let failure = try #require(failed.first?.failure)
+        #expect(failure.cause == .storage(sqliteCode: code.primary.rawValue))
+        #expect(failure.isDiskFull == (code == .full))
+        pair.a.faults = nil
+        let garbage = pair.node.handle(.frame(from: pair.b.device, bytes: [0xFF, 0x00, 0x13]))
+        #expect(Self.logs(garbage, .rejectedFrame).first?.failure?.cause == .codec)
+        #expect(Self.logs(garbage, .storageFailed).isEmpty)
+    }
+
+    @Test func errorsAreClassifiedByWhatFailed() {
+        #expect(FleetFailure(SQLiteError(code: .full, message: "full", operation: .step)).isDiskFull)
+        #expect(FleetFailure(ReplicaError(.corrupt, "damaged")).cause == .storage(sqliteCode: nil))
+        #expect(FleetFailure(ReplicaError(.readOnly, "read-only")).cause == .storage(sqliteCode: nil))
+        #expect(FleetFailure(SealError.unknownSender).cause == .crypto)
+        #expect(FleetFailure(AnchorError(.notAuthentic, "wrong key")).cause == .crypto)
+        #expect(FleetFailure(AnchorError(.unavailable, "offline")).cause == .storage(sqliteCode: nil))
+        #expect(FleetFailure(RosterError.unknownAccount(Fixtures.account(3))).cause == .protocol)
+        #expect(!FleetFailure(SQLiteError(code: .ioError, message: "io", operation: .step)).isDiskFull)
+    }
 }

@@ -147,7 +147,7 @@ extension FleetNode {
             outputs.append(.log(FleetEvent(kind: .roundOpened, peer: nil, namespace: nil, message: "round \(proposal.round) to generation \(proposal.generation)")))
             return outputs + acksComplete()
         } catch {
-            return [.log(FleetEvent(kind: .roundFailed, peer: nil, namespace: nil, message: "could not open a round: \(error)"))]
+            return [.log(FleetEvent.failed(.roundFailed, peer: nil, namespace: nil, "could not open a round: \(error)", error))]
         }
     }
 
@@ -242,7 +242,7 @@ extension FleetNode {
         guard let held = barrier.held, held.epoch == epoch else { return [] }
         barrier.held = nil
         let message = "no commit of round \(held.round) within \(configuration.barrierRoundMilliseconds) ms: siblings' records are taken again"
-        return [.log(FleetEvent(kind: .barrierIgnored, peer: nil, namespace: nil, message: message))] + noteChange()
+        return [.log(FleetEvent(kind: .holdEnded, peer: nil, namespace: nil, message: message))] + noteChange()
     }
 
     /// Before the first sibling record after an unresolved ack: the ack is withdrawn.
@@ -251,9 +251,9 @@ extension FleetNode {
         barrier.outstanding = nil
         do {
             try replica.withdrawAck(round: round)
-            return [.log(FleetEvent(kind: .barrierIgnored, peer: nil, namespace: nil, message: "the ack of round \(round) is withdrawn: siblings' records come in, and no commit came"))]
+            return [.log(FleetEvent(kind: .holdEnded, peer: nil, namespace: nil, message: "the ack of round \(round) is withdrawn: siblings' records come in, and no commit came"))]
         } catch {
-            return [.log(FleetEvent(kind: .barrierIgnored, peer: nil, namespace: nil, message: "could not withdraw the ack of round \(round): \(error)"))]
+            return [.log(FleetEvent(kind: .storageFailed, peer: nil, namespace: nil, message: "could not withdraw the ack of round \(round): \(error)", failure: FleetFailure(error)))]
         }
     }
 
@@ -294,14 +294,18 @@ extension FleetNode {
             ]
         }
         guard barrier.ackUnreadable == nil else {
-            return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "this device cannot read its recorded ack; not acked"))]
+            return [
+                .log(FleetEvent(
+                    kind: .storageFailed, peer: peer, namespace: nil, message: "this device cannot read its recorded ack; not acked",
+                    failure: FleetFailure(cause: .storage(sqliteCode: nil), detail: barrier.ackUnreadable ?? "")))
+            ]
         }
         let recorded: BarrierAck?
         do {
             recorded = try replica.lastAck()
         } catch {
             // Unread, the ack might be this very round's: acking again could move its watermark.
-            return [.log(FleetEvent(kind: .storageFailed, peer: peer, namespace: nil, message: "could not read the recorded ack, so round \(proposal.round) is not acked: \(error)"))]
+            return [.log(FleetEvent(kind: .storageFailed, peer: peer, namespace: nil, message: "could not read the recorded ack, so round \(proposal.round) is not acked: \(error)", failure: FleetFailure(error)))]
         }
         guard !barrier.answered.contains(proposal.round), recorded?.round != proposal.round else {
             return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "a proposal for round \(proposal.round), already acked; not acked again"))]
@@ -323,7 +327,7 @@ extension FleetNode {
             outputs.append(.arm(.barrierHold(epoch: nextEpoch), afterMilliseconds: configuration.barrierRoundMilliseconds))
             return outputs
         } catch {
-            return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "could not ack: \(error)"))]
+            return [.log(FleetEvent(kind: .storageFailed, peer: peer, namespace: nil, message: "could not ack: \(error)", failure: FleetFailure(error)))]
         }
     }
 
@@ -357,7 +361,7 @@ extension FleetNode {
                 return [.log(FleetEvent(kind: .roundCommitted, peer: peer, namespace: nil, message: "generation \(proposal.generation): \(outcome)"))] + noteChange()
             }
         } catch {
-            return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "could not commit round \(proposal.round): \(error)"))]
+            return [.log(FleetEvent(kind: .storageFailed, peer: peer, namespace: nil, message: "could not commit round \(proposal.round): \(error)", failure: FleetFailure(error)))]
         }
     }
 }

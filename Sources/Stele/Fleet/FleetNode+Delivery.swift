@@ -159,7 +159,7 @@ extension FleetNode {
         do {
             conversations = try replica.conversations()
         } catch {
-            return [.log(FleetEvent(kind: .rejectedRecords, peer: nil, namespace: nil, message: "could not read the conversations: \(error)"))]
+            return [.log(FleetEvent.failed(.rejectedRecords, peer: nil, namespace: nil, "could not read the conversations: \(error)", error))]
         }
         var outputs: [FleetOutput] = []
         var owesAny = false
@@ -170,7 +170,7 @@ extension FleetNode {
             do {
                 owed = try replica.messages(name).outbox()
             } catch {
-                outputs.append(.log(FleetEvent(kind: .rejectedRecords, peer: nil, namespace: name, message: "could not read the outbox: \(error)")))
+                outputs.append(.log(FleetEvent.failed(.rejectedRecords, peer: nil, namespace: name, "could not read the outbox: \(error)", error)))
                 continue
             }
             guard !owed.isEmpty else {
@@ -253,7 +253,7 @@ extension FleetNode {
         do {
             frame = try FrameCodec.decode(bytes)
         } catch {
-            return logOnce(.rejectedFrame, peer: sender, namespace: nil, "\(error)")
+            return logOnce(.rejectedFrame, peer: sender, namespace: nil, "\(error)", failure: FleetFailure(error))
         }
         guard case .delivery(let delivery) = frame else {
             return logOnce(.rejectedFrame, peer: sender, namespace: nil, "a contact's device sent a frame other than a delivery; refused")
@@ -268,7 +268,7 @@ extension FleetNode {
             }
             conversation = try replica.messages(name)
         } catch {
-            return [.log(FleetEvent(kind: .rejectedRecords, peer: sender, namespace: name, message: "could not open the conversation: \(error)"))]
+            return [.log(FleetEvent.failed(.rejectedRecords, peer: sender, namespace: name, "could not open the conversation: \(error)", error))]
         }
         guard !isHoldingRecords else {
             // The contact delivers again until it hears a receipt.
@@ -283,7 +283,7 @@ extension FleetNode {
                 taken += 1
                 if !answer.ops.isEmpty { receipts.append(answer) }
             } catch {
-                outputs.append(.log(FleetEvent(kind: .rejectedRecords, peer: sender, namespace: name, message: "message \(record.message) refused: \(error)")))
+                outputs.append(.log(FleetEvent.failed(.rejectedRecords, peer: sender, namespace: name, "message \(record.message) refused: \(error)", error)))
             }
         }
         guard taken > 0 else { return outputs }

@@ -163,11 +163,15 @@ extension FleetNode {
     /// A sibling behind this device asks for its snapshot.
     mutating func receive(snapshotRequest generation: UInt64, from peer: DeviceID) -> [FleetOutput] {
         guard configuration.collects, replica.generation > generation else {
-            return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "a snapshot request from generation \(generation), not behind this device"))]
+            return [.log(FleetEvent(kind: .snapshotDeclined, peer: peer, namespace: nil, message: "a snapshot request from generation \(generation), not behind this device"))]
         }
         do {
             guard let key = accountKeys.last else {
-                return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "no account key to seal a snapshot with; this device has not received one"))]
+                return [
+                    .log(FleetEvent(
+                        kind: .snapshotDeclined, peer: peer, namespace: nil, message: "no account key to seal a snapshot with; this device has not received one",
+                        failure: FleetFailure(cause: .crypto, detail: "no account key")))
+                ]
             }
             // It vouches only for what the fleet agreed at the rounds this device
             // collected or recovered from, never for its own counter and clock: a
@@ -177,13 +181,13 @@ extension FleetNode {
             noteShared(nil)
             return [.send(to: peer, bytes: FrameCodec.encode(.snapshot(SealedSnapshot(snapshot, account: replica.account, key: key, using: &random))))]
         } catch {
-            return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "could not take a snapshot: \(error)"))]
+            return [.log(FleetEvent(kind: .storageFailed, peer: peer, namespace: nil, message: "could not take a snapshot: \(error)", failure: FleetFailure(error)))]
         }
     }
 
     mutating func receive(snapshot sealed: SealedSnapshot, from peer: DeviceID) -> [FleetOutput] {
         guard configuration.collects, recovery.requested == peer, sealed.generation > replica.generation else {
-            return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "an unasked-for snapshot at generation \(sealed.generation)"))]
+            return [.log(FleetEvent(kind: .snapshotDeclined, peer: peer, namespace: nil, message: "an unasked-for snapshot at generation \(sealed.generation)"))]
         }
         recovery.requested = nil
         do {

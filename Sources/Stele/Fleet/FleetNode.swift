@@ -126,7 +126,7 @@ public struct FleetNode {
                     sealed.append(.send(to: recipient, bytes: try channel.seal(bytes, to: recipient, using: &random)))
                 }
             } catch {
-                sealed.append(.log(FleetEvent(kind: .rejectedSeal, peer: recipient, namespace: nil, message: "could not seal a frame for this device: \(error)")))
+                sealed.append(.log(FleetEvent.failed(.rejectedSeal, peer: recipient, namespace: nil, "could not seal a frame for this device: \(error)", error)))
             }
         }
         return sealed
@@ -236,7 +236,8 @@ public struct FleetNode {
             return [
                 .log(FleetEvent(
                     kind: .storageFailed, peer: nil, namespace: nil,
-                    message: "could not read the ack recorded before the restart (\(error)); no records taken in and no round until it can be read, tried again at each advertisement"))
+                    message: "could not read the ack recorded before the restart (\(error)); no records taken in and no round until it can be read, tried again at each advertisement",
+                    failure: FleetFailure(error)))
             ]
         }
         let wasUnreadable = barrier.ackUnreadable != nil
@@ -277,7 +278,7 @@ public struct FleetNode {
             let bytes = FrameCodec.encode(.advertisement(try advertisement()))
             return peers.map { .send(to: $0, bytes: bytes) }
         } catch {
-            return [.log(FleetEvent(kind: .rejectedFrame, peer: nil, namespace: nil, message: "could not build an advertisement: \(error)"))]
+            return [.log(FleetEvent.failed(.rejectedFrame, peer: nil, namespace: nil, "could not build an advertisement: \(error)", error))]
         }
     }
 
@@ -297,7 +298,7 @@ public struct FleetNode {
         do {
             frame = try FrameCodec.decode(bytes)
         } catch {
-            return logOnce(.rejectedFrame, peer: peer, namespace: nil, "\(error)")
+            return logOnce(.rejectedFrame, peer: peer, namespace: nil, "\(error)", failure: FleetFailure(error))
         }
         let resumed = heardFrom(peer)
         switch frame {
@@ -346,7 +347,7 @@ public struct FleetNode {
             } catch {
                 // Unread is not equal: no round may start on it.
                 allEqual = false
-                outputs += logOnce(.storageFailed, peer: peer, namespace: declaration.name, "could not read this namespace's digest: \(error)")
+                outputs += logOnce(.storageFailed, peer: peer, namespace: declaration.name, "could not read this namespace's digest: \(error)", failure: FleetFailure(error))
                 continue
             }
             guard mine != root else {
@@ -383,7 +384,7 @@ public struct FleetNode {
                 .log(FleetEvent(kind: .sessionStarted, peer: peer, namespace: declaration.name, message: "roots differ")),
             ]
         } catch {
-            return [.log(FleetEvent(kind: .rejectedRecords, peer: peer, namespace: declaration.name, message: "could not start a reconcile: \(error)"))]
+            return [.log(FleetEvent.failed(.rejectedRecords, peer: peer, namespace: declaration.name, "could not start a reconcile: \(error)", error))]
         }
     }
 
@@ -449,7 +450,7 @@ public struct FleetNode {
             return outputs
         } catch {
             sessions[key] = nil
-            return withdrawn + [.log(FleetEvent(kind: .rejectedRecords, peer: peer, namespace: message.namespace, message: "reconcile refused: \(error)"))]
+            return withdrawn + [.log(FleetEvent.failed(.rejectedRecords, peer: peer, namespace: message.namespace, "reconcile refused: \(error)", error))]
         }
     }
 
@@ -460,10 +461,10 @@ public struct FleetNode {
     }
 
     /// Logs a rejection the first time it happens for this peer, namespace and reason.
-    mutating func logOnce(_ kind: FleetEvent.Kind, peer: DeviceID?, namespace: String?, _ message: String) -> [FleetOutput] {
+    mutating func logOnce(_ kind: FleetEvent.Kind, peer: DeviceID?, namespace: String?, _ message: String, failure: FleetFailure? = nil) -> [FleetOutput] {
         // Bounded: a flood of distinct garbage cannot grow it without end.
         if logged.count >= 4_096 { logged.removeAll() }
         guard logged.insert("\(kind)|\(peer?.hex ?? "")|\(namespace ?? "")|\(message)").inserted else { return [] }
-        return [.log(FleetEvent(kind: kind, peer: peer, namespace: namespace, message: message))]
+        return [.log(FleetEvent(kind: kind, peer: peer, namespace: namespace, message: message, failure: failure))]
     }
 }

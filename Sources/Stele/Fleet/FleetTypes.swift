@@ -1,3 +1,5 @@
+import SteleSQL
+
 /// How a ``FleetNode`` paces itself. Times are durations in milliseconds: the
 /// node has no clock; whoever runs it fires the timers it arms.
 public struct FleetConfiguration: Sendable, Equatable {
@@ -166,6 +168,12 @@ public struct FleetEvent: Sendable, Equatable, CustomStringConvertible {
         case roundCommitted
         /// A barrier frame was ignored (not from the leader, a stale round, a generation that does not follow).
         case barrierIgnored
+        /// This device's hold on siblings' records ended without a commit: the round's
+        /// deadline passed, or the first sibling record withdrew its ack.
+        case holdEnded
+        /// A snapshot was not served or not taken in: a request from a device not
+        /// behind, one this device has no key to seal for, or a snapshot it did not ask for.
+        case snapshotDeclined
         /// This device was behind the fleet's generation and caught up: the message says how.
         case recovered
         /// This device is behind and cannot catch up for now: the message says why.
@@ -192,8 +200,70 @@ public struct FleetEvent: Sendable, Equatable, CustomStringConvertible {
     public let peer: DeviceID?
     public let namespace: String?
     public let message: String
+    /// Why, typed, when the event reports a failure: what a runtime acts on.
+    public let failure: FleetFailure?
+
+    public init(kind: Kind, peer: DeviceID?, namespace: String?, message: String, failure: FleetFailure? = nil) {
+        self.kind = kind
+        self.peer = peer
+        self.namespace = namespace
+        self.message = message
+        self.failure = failure
+    }
+
+    /// A failure caused by `error`: logged as `kind`, or as ``Kind/storageFailed``
+    /// when the device's own store is what failed (a full disk is no bad frame).
+    static func failed(_ kind: Kind, peer: DeviceID?, namespace: String?, _ message: String, _ error: any Error) -> FleetEvent {
+        let failure = FleetFailure(error)
+        if case .storage = failure.cause { return FleetEvent(kind: .storageFailed, peer: peer, namespace: namespace, message: message, failure: failure) }
+        return FleetEvent(kind: kind, peer: peer, namespace: namespace, message: message, failure: failure)
+    }
 
     public var description: String {
         "\(kind)" + (peer.map { " peer \($0)" } ?? "") + (namespace.map { " \($0)" } ?? "") + ": \(message)"
     }
+}
+
+/// Why a step failed, typed: a runtime tells a full disk from a stale frame by
+/// this, never by the message.
+public struct FleetFailure: Sendable, Equatable, CustomStringConvertible {
+    public enum Cause: Sendable, Equatable {
+        /// The device's own store (or key store) failed; `sqliteCode` is SQLite's
+        /// primary result code when SQLite said (`SQLITE_FULL` is 13).
+        case storage(sqliteCode: Int32?)
+        /// Bytes that did not decode.
+        case codec
+        /// Sealing or opening failed, or there was no key to do it with.
+        case crypto
+        /// Another device's input broke a rule of the protocol.
+        case `protocol`
+    }
+
+    public let cause: Cause
+    public let detail: String
+
+    public init(cause: Cause, detail: String) {
+        self.cause = cause
+        self.detail = detail
+    }
+
+    /// The failure an error thrown inside a step stands for.
+    public init(_ error: any Error) {
+        detail = "\(error)"
+        switch error {
+        case let error as SQLiteError: cause = .storage(sqliteCode: error.code.primary.rawValue)
+        case let error as ReplicaError:
+            cause = [.corrupt, .readOnly, .stampFloorUnavailable].contains(error.code) ? .storage(sqliteCode: nil) : .protocol
+        case is KeyStoreError: cause = .storage(sqliteCode: nil)
+        case is CodecError: cause = .codec
+        case is CryptoError, is SealError: cause = .crypto
+        case let error as AnchorError: cause = error.code == .notAuthentic ? .crypto : .storage(sqliteCode: nil)
+        default: cause = .protocol
+        }
+    }
+
+    /// The disk is full: retrying at once only fails again.
+    public var isDiskFull: Bool { cause == .storage(sqliteCode: SQLiteResultCode.full.rawValue) }
+
+    public var description: String { "\(cause): \(detail)" }
 }

@@ -18,6 +18,9 @@ public final class FleetDriver {
     public private(set) var node: FleetNode
     /// Called with every event the node logs, in order.
     public var onEvent: ((FleetEvent) -> Void)?
+    /// The latest failure a step reported, typed (``FleetFailure``): a status
+    /// line tells a full disk (``FleetFailure/isDiskFull``) from a bad frame by it.
+    public private(set) var lastFailure: FleetFailure?
     /// The accounts this device talks to: ``refreshContacts(completion:)`` reads their rosters.
     public var contactAccounts: [AccountID] = []
 
@@ -119,7 +122,9 @@ public final class FleetDriver {
             case let .send(recipient, bytes): environment.transport.send(bytes, from: replica.device, to: recipient)
             case let .arm(timer, delay): arm(timer, afterMilliseconds: delay)
             case .cancel(let timer): timers.removeValue(forKey: timer)?.timer.cancel()
-            case .log(let event): onEvent?(event)
+            case .log(let event):
+                if let failure = event.failure { lastFailure = failure }
+                onEvent?(event)
             case .writeAnchor(let anchor): write(anchor)
             case .readAnchor: readAnchor()
             }
