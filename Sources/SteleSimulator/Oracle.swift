@@ -12,25 +12,25 @@ import Stele
 /// rather than counting their absence as lost writes, unless a frame it sent
 /// before the restore still lands and shares them.
 public final class Oracle {
-    public private(set) var resurrections = 0
-    public private(set) var lostWrites = 0
+    public internal(set) var resurrections = 0
+    public internal(set) var lostWrites = 0
     /// Deliveries of a message deleted for everyone before it was delivered,
     /// made while the deleting device was out of the deliverer's reach (``leakedAtTheLimit(_:_:)``).
-    public private(set) var leaksAtTheLimit = 0
+    public internal(set) var leaksAtTheLimit = 0
     /// Findings on a record a device wrote after its replica *and* its key store
     /// were rolled back together (``keysRolledBack(_:floor:)``), with a stamp at
     /// or below what it had issued before: the one case the stamp floor cannot
     /// cover (``StampFloor``), counted apart, not a failure.
-    public private(set) var reissuesAtTheLimit = 0
+    public internal(set) var reissuesAtTheLimit = 0
     /// Stores the oracle could not read while judging: a finding, never a skip
     /// (the run fails).
-    public private(set) var unreadable = 0
+    public internal(set) var unreadable = 0
     /// The first findings, described for a report.
-    public private(set) var findings: [String] = []
+    public internal(set) var findings: [String] = []
     /// Checks run (each over every device).
-    public private(set) var checks = 0
+    public internal(set) var checks = 0
 
-    private struct Operation {
+    struct Operation {
         let id: Int
         let namespace: String
         let key: String
@@ -55,31 +55,31 @@ public final class Oracle {
         }
     }
 
-    private var operations: [Operation] = []
+    var operations: [Operation] = []
     /// Ops from outside the account already recorded (``arrived(_:namespace:on:deviceName:time:)``).
-    private var arrivedOps: [MessageOpID: Int] = [:]
-    private var counted: Set<String> = []
+    var arrivedOps: [MessageOpID: Int] = [:]
+    var counted: Set<String> = []
     /// Operations a restore or revocation left only on frames in flight: by
     /// operation index, the frames (sequence numbers) carrying each, and back.
-    private var carriersOf: [Int: Set<UInt64>] = [:]
-    private var carried: [UInt64: Set<Int>] = [:]
+    var carriersOf: [Int: Set<UInt64>] = [:]
+    var carried: [UInt64: Set<Int>] = [:]
     /// Operations an anchor that landed holds (its snapshot, or the collection it
     /// recorded): no restore can take them back, since a restored device recovers
     /// from the anchor (001 §7).
-    private var anchored: Set<Int> = []
+    var anchored: Set<Int> = []
     /// Devices whose replica and key store were rolled back together, with the
     /// floor they had before (everything they had issued), until their counter
     /// and clock pass it.
-    private var rolledBackFloors: [DeviceID: (floor: StampFloor, counterPassed: Bool, clockPassed: Bool)] = [:]
+    var rolledBackFloors: [DeviceID: (floor: StampFloor, counterPassed: Bool, clockPassed: Bool)] = [:]
     /// "namespace|key" (a log's group, a message's id) of records such a device
     /// wrote under a stamp it may have issued before.
-    private var limited: Set<String> = []
+    var limited: Set<String> = []
     /// What the fleet had seen at each anchor that landed, with ``forgettingMark`` then.
-    private var landedKnowledge: [(mark: Int, knowledge: Knowledge)] = []
+    var landedKnowledge: [(mark: Int, knowledge: Knowledge)] = []
     /// The deletes recorded of each message ("namespace|message"), by operation index.
-    private var messageDeletes: [String: [Int]] = [:]
+    var messageDeletes: [String: [Int]] = [:]
     /// How many times an operation was forgotten (``erase(_:)``).
-    private var erasures = 0
+    var erasures = 0
 
     public init() {}
 
@@ -92,7 +92,6 @@ public final class Oracle {
             if isKnown(operations[index], by: [evidence]) { anchored.insert(index) }
         }
     }
-
 
     // MARK: - Recording
 
@@ -183,7 +182,7 @@ public final class Oracle {
 
     /// Marks the record an operation wrote as at the limit, if its writer was
     /// rolled back with its key store and has not yet passed its old floor.
-    private func noteLimit(_ namespace: String, _ key: String, _ kind: Operation.Kind, by device: DeviceID) {
+    func noteLimit(_ namespace: String, _ key: String, _ kind: Operation.Kind, by device: DeviceID) {
         guard var state = rolledBackFloors[device] else { return }
         let (counter, stamp): (UInt64?, HybridTimestamp?) =
             switch kind {
@@ -212,7 +211,7 @@ public final class Oracle {
         record(Operation(id: operations.count, namespace: namespace, key: op.message, device: replica.device, deviceName: deviceName, time: time, kind: .message(op)))
     }
 
-    private func record(_ operation: Operation) {
+    func record(_ operation: Operation) {
         if case .message(let op) = operation.kind, case .delete = op.action {
             messageDeletes["\(operation.namespace)|\(operation.key)", default: []].append(operations.count)
         }
@@ -243,7 +242,7 @@ public final class Oracle {
     }
 
     /// Reads what a write just committed (see ``suspendingFaults(_:_:)``).
-    private func observe<T>(_ replica: Replica, _ read: (Replica) throws -> T) throws -> T {
+    func observe<T>(_ replica: Replica, _ read: (Replica) throws -> T) throws -> T {
         try Self.suspendingFaults([replica]) { try read(replica) }
     }
 
@@ -319,7 +318,7 @@ public final class Oracle {
     /// Whether recovering from a snapshot with `knowledge` drops what `replica`
     /// holds of the operation (``Replica/recover(from:)``: a record the
     /// knowledge covers goes, and of a message each op it covers).
-    private static func recoveryDrops(_ operation: Operation, holding replica: Replica, vouchedFor knowledge: Knowledge) -> Bool {
+    static func recoveryDrops(_ operation: Operation, holding replica: Replica, vouchedFor knowledge: Knowledge) -> Bool {
         func covered(_ stamp: WriteStamp?) -> Bool { stamp.map(knowledge.covers) ?? false }
         let namespace = operation.namespace
         switch operation.kind {
@@ -366,14 +365,14 @@ public final class Oracle {
         for index in indexes.sorted() { drop(id, from: index) }
     }
 
-    private func drop(_ id: UInt64, from index: Int) {
+    func drop(_ id: UInt64, from index: Int) {
         carriersOf[index]?.remove(id)
         guard carriersOf[index]?.isEmpty == true else { return }
         carriersOf[index] = nil
         erase(index)
     }
 
-    private func erase(_ index: Int) {
+    func erase(_ index: Int) {
         erasures += 1
         operations[index].erasedAt = erasures
     }
@@ -382,7 +381,7 @@ public final class Oracle {
     /// (``takeBack(knownTo:forgottenAfter:)``).
     var forgettingMark: Int { erasures }
 
-    private func isKnown(_ operation: Operation, by evidence: [any Evidence]) -> Bool {
+    func isKnown(_ operation: Operation, by evidence: [any Evidence]) -> Bool {
         evidence.contains { store in
             switch operation.kind {
             // A causal write is known where the record has seen everything the write
@@ -423,224 +422,15 @@ public final class Oracle {
     }
 
     /// Whether a delete of the message (for me or for everyone) is among the operations that happened.
-    private func isDeleted(_ namespace: String, _ message: String) -> Bool {
+    func isDeleted(_ namespace: String, _ message: String) -> Bool {
         (messageDeletes["\(namespace)|\(message)"] ?? []).contains { !operations[$0].erased }
     }
 
     /// Whether `history` has seen everything `write` had seen.
-    private static func hasSeen(_ history: VersionVector, _ write: VersionVector) -> Bool {
+    static func hasSeen(_ history: VersionVector, _ write: VersionVector) -> Bool {
         switch history.compare(write) {
         case .equal, .dominates: true
         case .dominated, .concurrent: false
         }
-    }
-
-    // MARK: - Checking
-
-    /// Checks every device's visible state against what the operations imply.
-    /// Call it only when the devices have converged (everyone online, reachable, settled).
-    func check(_ devices: [(name: String, replica: Replica)], namespaces: [(name: String, kind: NamespaceKind)]) {
-        Self.suspendingFaults(devices.map(\.replica)) { self.checkAll(devices, namespaces: namespaces) }
-    }
-
-    private func checkAll(_ devices: [(name: String, replica: Replica)], namespaces: [(name: String, kind: NamespaceKind)]) {
-        checks += 1
-        let live = operations.filter { !$0.erased }
-        for namespace in namespaces {
-            let mine = live.filter { $0.namespace == namespace.name }
-            switch namespace.kind {
-            case .causal: checkCausal(namespace.name, mine, devices)
-            case .lww: checkLWW(namespace.name, mine, devices)
-            case .log: checkLog(namespace.name, mine, devices)
-            case .appendOnly: checkAppendOnly(namespace.name, mine, devices)
-            case .messages: checkMessages(namespace.name, mine, devices)
-            case .local: break
-            }
-        }
-    }
-
-    /// Reads a device's store for a check. A read that fails is a finding
-    /// (``unreadable``), never a skip: `nil` then, and the caller judges nothing more of it.
-    private func read<T>(_ device: String, _ what: String, _ body: () throws -> T) -> T? {
-        do {
-            return try body()
-        } catch {
-            unreadable += 1
-            if findings.count < 50 { findings.append("unreadable: \(device) could not read \(what): \(error)") }
-            return nil
-        }
-    }
-
-    /// Every key some device's store shows in a namespace, with the operations' keys.
-    private func keys(_ operations: [Operation], _ devices: [(name: String, replica: Replica)], _ namespace: String, _ shown: (Replica) throws -> [String]) -> [String] {
-        var keys = Set(operations.map(\.key))
-        for device in devices { keys.formUnion(read(device.name, "the keys of \(namespace)") { try shown(device.replica) } ?? []) }
-        return keys.sorted()
-    }
-
-    private func checkCausal(_ namespace: String, _ operations: [Operation], _ devices: [(name: String, replica: Replica)]) {
-        let byKey = Dictionary(grouping: operations, by: \.key)
-        for key in keys(operations, devices, namespace, { try $0.causal(namespace).entries().map(\.key) }) {
-            let ops = byKey[key] ?? []
-            // A put is superseded when another operation's history covers its dot.
-            var frontier: [(value: [UInt8], stamp: WriteStamp)] = []
-            var superseded: [[UInt8]] = []
-            for op in ops {
-                guard case let .causalPut(value, dot, timestamp, _) = op.kind else { continue }
-                let covered = ops.contains { other in
-                    guard other.id != op.id else { return false }
-                    switch other.kind {
-                    // Two writes under one dot (a counter reissued at the limit) never
-                    // saw each other: the replica keeps the one reads would show.
-                    case .causalPut(_, let other, _, _) where other == dot: return false
-                    case .causalPut(_, _, _, let vector), .causalDelete(let vector): return vector.covers(dot)
-                    default: return false
-                    }
-                }
-                if covered { superseded.append(value) } else { frontier.append((value, WriteStamp(timestamp: timestamp, writer: dot.device))) }
-            }
-            // The documented order: the later write stamp, then the larger value.
-            let expected = frontier.max { $0.stamp != $1.stamp ? $0.stamp < $1.stamp : $0.value.lexicographicallyPrecedes($1.value) }?.value
-            for device in devices {
-                guard let shown = read(device.name, "\(namespace) \(key)", { try device.replica.causal(namespace).get(key) }) else { continue }
-                judge(namespace, key, device.name, shown: shown, expected: expected, stale: superseded)
-            }
-        }
-    }
-
-    /// 000 §5 as README states it: the later timestamp; on an exact tie the
-    /// delete; then the larger device id; then (one writer, one stamp: only a
-    /// stamp issued twice) the larger value.
-    static func lwwPrecedes(_ lhs: (value: [UInt8]?, stamp: WriteStamp), _ rhs: (value: [UInt8]?, stamp: WriteStamp)) -> Bool {
-        if lhs.stamp.timestamp != rhs.stamp.timestamp { return lhs.stamp.timestamp < rhs.stamp.timestamp }
-        if (lhs.value == nil) != (rhs.value == nil) { return lhs.value != nil }
-        if lhs.stamp.writer != rhs.stamp.writer { return lhs.stamp.writer < rhs.stamp.writer }
-        return (lhs.value ?? []).lexicographicallyPrecedes(rhs.value ?? [])
-    }
-
-    private func checkLWW(_ namespace: String, _ operations: [Operation], _ devices: [(name: String, replica: Replica)]) {
-        let byKey = Dictionary(grouping: operations, by: \.key)
-        for key in keys(operations, devices, namespace, { try $0.lww(namespace).entries().map(\.key) }) {
-            let writes: [(value: [UInt8]?, stamp: WriteStamp)] = (byKey[key] ?? []).compactMap { op in
-                if case .lww(let value, let stamp) = op.kind { return (value, stamp) } else { return nil }
-            }
-            let winner = writes.max(by: Self.lwwPrecedes)
-            let stale = writes.compactMap { $0.value == winner?.value ? nil : $0.value }
-            for device in devices {
-                guard let shown = read(device.name, "\(namespace) \(key)", { try device.replica.lww(namespace).get(key) }) else { continue }
-                judge(namespace, key, device.name, shown: shown, expected: winner?.value ?? nil, stale: stale)
-            }
-        }
-    }
-
-    private func checkAppendOnly(_ namespace: String, _ operations: [Operation], _ devices: [(name: String, replica: Replica)]) {
-        let byKey = Dictionary(grouping: operations, by: \.key)
-        for key in keys(operations, devices, namespace, { try $0.appendOnly(namespace).entries().map(\.key) }) {
-            let writes: [(value: [UInt8], stamp: WriteStamp)] = (byKey[key] ?? []).compactMap { op in
-                if case .appendOnly(let value, let stamp) = op.kind { return (value, stamp) } else { return nil }
-            }
-            // The earlier stamp; one stamp issued twice: the smaller value (002, README).
-            let first = writes.min { $0.stamp != $1.stamp ? $0.stamp < $1.stamp : $0.value.lexicographicallyPrecedes($1.value) }?.value
-            for device in devices {
-                guard let shown = read(device.name, "\(namespace) \(key)", { try device.replica.appendOnly(namespace).get(key) }) else { continue }
-                judge(namespace, key, device.name, shown: shown, expected: first, stale: [])
-            }
-        }
-    }
-
-    private func checkLog(_ namespace: String, _ operations: [Operation], _ devices: [(name: String, replica: Replica)]) {
-        let buried = Set(operations.compactMap { op -> String? in if case .bury = op.kind { return op.key } else { return nil } })
-        var expected: [EventID: String] = [:]
-        var buriedEvents: [EventID: String] = [:]
-        for op in operations {
-            guard case .append(let id) = op.kind else { continue }
-            if buried.contains(op.key) { buriedEvents[id] = op.key } else { expected[id] = op.key }
-        }
-        for device in devices {
-            guard let events = read(device.name, "the live events of \(namespace)", { try device.replica.log(namespace).live() }) else { continue }
-            for event in events where expected[event.id] == nil {
-                count(
-                    .resurrection, namespace, event.group, "\(namespace) event \(event.id)",
-                    "\(device.name) shows an event of a buried group" + (buriedEvents[event.id] != nil ? "" : " (never appended)"))
-            }
-            let shown = Set(events.map(\.id))
-            for (id, group) in expected.sorted(by: { $0.key.description < $1.key.description }) where !shown.contains(id) {
-                count(.lostWrite, namespace, group, "\(namespace) event \(id)", "\(device.name) lacks a live event")
-            }
-        }
-    }
-
-    /// Each message must show what its ops imply (000 §6), by ``MessageModel``,
-    /// an account of the rules written apart from the fold the replica runs,
-    /// whatever order they arrived in; a deleted one may show deleted or, once
-    /// collected, absent, and keeps no body on disk.
-    private func checkMessages(_ namespace: String, _ operations: [Operation], _ devices: [(name: String, replica: Replica)]) {
-        var byMessage: [String: [MessageOp]] = [:]
-        for operation in operations { if case .message(let op) = operation.kind { byMessage[operation.key, default: []].append(op) } }
-        var messages = Set(byMessage.keys)
-        for device in devices {
-            messages.formUnion(read(device.name, "the messages of \(namespace)") { try device.replica.messages(namespace).messages().map(\.message) } ?? [])
-        }
-        for message in messages.sorted() {
-            let ops = byMessage[message] ?? []
-            let expected = MessageModel(ops)
-            let bodies = Set(ops.compactMap { op -> [UInt8]? in
-                switch op.action {
-                case .post(_, let body), .edit(let body): body
-                default: nil
-                }
-            })
-            let subject = "\(namespace) message \(message)"
-            for device in devices {
-                guard let shownRow = read(device.name, subject, { try device.replica.messages(namespace).message(message) }) else { continue }
-                guard let shown = shownRow else {
-                    if let expected, !expected.isDeleted { count(.lostWrite, namespace, message, subject, "\(device.name) lacks a live message") }
-                    continue
-                }
-                guard let expected, !expected.isDeleted else {
-                    if !shown.isDeleted {
-                        count(.resurrection, namespace, message, subject, "\(device.name) shows a message " + (expected == nil ? "never posted" : "that was deleted"))
-                    }
-                    if let bytes = read(device.name, "the stored text of \(subject)", { try device.replica.messages(namespace).storedBodyBytes(of: message) }), bytes > 0 {
-                        count(.resurrection, namespace, message, subject, "\(device.name) keeps \(bytes) bytes of a deleted message's text on disk")
-                    }
-                    continue
-                }
-                guard let difference = expected.difference(from: shown) else { continue }
-                let stale = !shown.isDeleted && shown.body != expected.body && bodies.contains(shown.body)
-                count(stale ? .resurrection : .lostWrite, namespace, message, subject, "\(device.name) \(difference)")
-            }
-        }
-    }
-
-    private enum Finding: String { case resurrection, lostWrite = "lost write" }
-
-    private func judge(_ namespace: String, _ key: String, _ device: String, shown: [UInt8]?, expected: [UInt8]?, stale: [[UInt8]]) {
-        guard shown != expected else { return }
-        let describe = { (bytes: [UInt8]?) in bytes.map { "\"\(String(decoding: $0, as: UTF8.self))\"" } ?? "absent" }
-        let detail = "\(device) shows \(describe(shown)), expected \(describe(expected))"
-        let finding: Finding = if let shown, expected == nil || stale.contains(shown) { .resurrection } else { .lostWrite }
-        count(finding, namespace, key, "\(namespace) \(key)", detail)
-    }
-
-    /// Counts a finding once per subject and kind; one on a record written at the
-    /// limit (``keysRolledBack(_:floor:)``) counts apart.
-    private func count(_ finding: Finding, _ namespace: String, _ key: String, _ subject: String, _ detail: String) {
-        guard !limited.contains("\(namespace)|\(key)") else {
-            guard counted.insert("reissue|\(finding)|\(subject)").inserted else { return }
-            reissuesAtTheLimit += 1
-            if findings.count < 50 { findings.append("\(finding.rawValue) at the limit (a stamp reissued after a key store rollback): \(subject): \(detail)") }
-            return
-        }
-        count(finding, subject, detail)
-    }
-
-    private func count(_ finding: Finding, _ subject: String, _ detail: String) {
-        guard counted.insert("\(finding)|\(subject)").inserted else { return }
-        switch finding {
-        case .resurrection: resurrections += 1
-        case .lostWrite: lostWrites += 1
-        }
-        if findings.count < 50 { findings.append("\(finding.rawValue): \(subject): \(detail)") }
     }
 }

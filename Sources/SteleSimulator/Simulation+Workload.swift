@@ -1,0 +1,92 @@
+import Foundation
+import Stele
+
+/// The workload through the oracle, and what is checked of the fleet.
+extension Simulation {
+    // MARK: - Workload
+
+    /// Runs one write on a device, tells the oracle, and lets its node know.
+    /// - Returns: `false` if the device's store refused it (a forced storage fault).
+    ///   A write the device could not even aim (a message it does not hold) is
+    ///   refused too, but returns `true` with ``lastRefusal`` set, and is no step at all.
+    @discardableResult
+    public func perform(_ name: String, _ operation: WorkloadOperation) -> Bool {
+        guard let device = device(name) else { return false }
+        syncClocks()
+        lastRefusal = nil
+        do {
+            // A contact's writes reach the own account's oracle when they land on its devices.
+            lastRefusal = try (device.contact == nil ? oracle : contactOracle).perform(operation, on: device.replica, deviceName: name, time: now)
+            if lastRefusal?.code == .messageMissing { return true }
+            // The fleet refuses a revoked device's writes: they are no one's to keep.
+            if device.isRevoked { forgetOperationsLost() }
+            statistics.operations += 1
+            if operation.isDelete { statistics.deletes += 1 }
+            // The driver hears of the write from the replica's change feed.
+            hasher.add("op", now, device.id, device.id, operation.hashValueStable)
+            timeline.append(TimelineEntry(time: now, device: name, kind: .tombstones(totalTombstones())))
+            return true
+        } catch {
+            failedOperations += 1
+            lastFailure = "\(error)"
+            return false
+        }
+    }
+
+    /// The devices, of any account, whose conversations still owe a delivery, and how many messages.
+    public func owingDeliveries() -> [(device: String, count: Int)] {
+        observing {
+            everyDevice.filter { !$0.isRevoked }.compactMap { device in
+                let owed = ((try? device.replica.conversations()) ?? []).reduce(0) { total, conversation in
+                    total + ((try? device.replica.messages(conversation.name).outboxCount()) ?? 0)
+                }
+                return owed > 0 ? (device.name, owed) : nil
+            }
+        }
+    }
+
+    /// Tombstones retained across the online devices' stores.
+    public func totalTombstones() -> Int {
+        observing {
+            devices.reduce(0) { total, device in total + ((try? device.replica.report())?.namespaces.reduce(0) { $0 + $1.tombstones } ?? 0) }
+        }
+    }
+
+    /// Runs reads of the harness (settling checks, expectations, reports) with
+    /// every device's forced storage faults held back: they are meant for the
+    /// device's own steps, and must neither fire on nor be used up by an observer.
+    public func observing<T>(_ body: () throws -> T) rethrows -> T {
+        try Oracle.suspendingFaults(everyDevice.map(\.replica), body)
+    }
+
+    /// Runs the oracle over every device.
+    /// - Throws: ``OracleCannotCheck`` saying why, when a device is offline, a
+    ///   partition stands or the fleet is still moving: the oracle judges only a
+    ///   fleet that has settled, and a check that could not run is no pass.
+    public func checkOracle() throws {
+        if let reason = whyOracleCannotCheck() { throw OracleCannotCheck(reason: reason) }
+        oracle.check(devices.map { ($0.name, $0.replica) }, namespaces: namespaces)
+    }
+
+    /// Why the oracle cannot judge the fleet now, or `nil` when it can.
+    public func whyOracleCannotCheck() -> String? {
+        if partition != nil { return "a partition stands; heal it first" }
+        let offline = devices.filter { !$0.isOnline }.map(\.name)
+        if !offline.isEmpty { return "\(offline.joined(separator: ", ")) \(offline.count == 1 ? "is" : "are") offline" }
+        if let moving = stillMoving() { return "the fleet is still moving: \(moving)" }
+        return nil
+    }
+
+    /// A hash of every delivered event, operation and timer, in order: equal for
+    /// two runs of the same seed and scenario.
+    public var eventLogHash: UInt64 { hasher.value }
+
+    /// A SHA-256 over the bytes of every sealed frame delivered, in order: equal
+    /// for two runs of the same seed and scenario, down to every salt and nonce.
+    public var wireDigest: Hash32 { wireHasher.value }
+
+    func record(_ kind: TimelineEntry.Kind, device: SimulatedDevice) {
+        timeline.append(TimelineEntry(time: now, device: device.name, kind: kind))
+        hasher.add("\(kind)", now, device.id, device.id, 0)
+    }
+}
