@@ -35,9 +35,9 @@ let package = Package(
         .executableTarget(name: "stele-fuzz-frames", dependencies: ["Stele"]),
         // libFuzzer target for the sealed-frame opener: swift build -c release --sanitize=fuzzer --product stele-fuzz-sealed
         .executableTarget(name: "stele-fuzz-sealed", dependencies: ["Stele"]),
-        .target(name: "TestSupport", dependencies: ["Stele", "SteleSQL", "SteleSimulator"]),
+        .target(name: "TestSupport", dependencies: ["Stele", "SteleSQL"]),
         .testTarget(name: "SteleSQLTests", dependencies: ["SteleSQL", "TestSupport"]),
-        .testTarget(name: "SteleTests", dependencies: ["Stele", "TestSupport"]),
+        .testTarget(name: "SteleTests", dependencies: ["Stele", "SteleSQL", "TestSupport"]),
         .testTarget(name: "SteleSimulatorTests", dependencies: ["SteleSimulator", "TestSupport"]),
         .testTarget(name: "SteleCLITests", dependencies: ["stele", "SteleBench", "TestSupport"]),
     ],

@@ -15,7 +15,7 @@ extension Simulation {
     /// and starts it; with `contact`, to that contact account's roster instead.
     @discardableResult
     public func addDevice(_ name: String, contact: String? = nil) throws -> SimulatedDevice {
-        precondition(device(name) == nil, "device \(name) exists")
+        guard device(name) == nil else { throw SimulationInputError(message: "a device named \(name) exists already; give each device its own name") }
         let owner = try contact.map { name in
             guard let found = contacts.first(where: { $0.name == name }) else { throw UnknownContact(name: name) }
             return found
@@ -63,7 +63,9 @@ extension Simulation {
     /// Adds another account with its own devices (`contact NAME D1 D2`): its
     /// roster is founded in the same directory, its devices share the network.
     public func addContact(_ name: String, devices names: [String]) throws {
-        precondition(!contacts.contains { $0.name == name }, "contact \(name) exists")
+        guard !contacts.contains(where: { $0.name == name }) else {
+            throw SimulationInputError(message: "a contact named \(name) exists already; give each contact its own name")
+        }
         var accountRandom = SplitMix64(seed: seed ^ 0xC0_0000 ^ UInt64(truncatingIfNeeded: name.hashValueStable))
         let account = AccountID.generate(using: &accountRandom)
         let key = try AccountKey(bytes: (0..<4).flatMap { _ in withUnsafeBytes(of: accountRandom.next()) { Array($0) } })

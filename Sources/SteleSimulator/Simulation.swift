@@ -164,6 +164,12 @@ public struct OracleCannotCheck: Error, Sendable, CustomStringConvertible {
     public var description: String { "the oracle could not check: \(reason)" }
 }
 
+/// A call the simulation cannot carry out as asked (a name used twice): nothing changed.
+public struct SimulationInputError: Error, Sendable, CustomStringConvertible {
+    public let message: String
+    public var description: String { message }
+}
+
 /// A contact account named that was never added.
 public struct UnknownContact: Error, Sendable, CustomStringConvertible {
     public let name: String

@@ -14,6 +14,18 @@ import TestSupport
         return options
     }
 
+    /// A name used twice is an error the caller can read, not a trap; nothing changes.
+    @Test func aNameUsedTwiceThrowsAndChangesNothing() throws {
+        let simulation = try Simulation(seed: 2)
+        try simulation.addDevice("phone")
+        #expect(throws: SimulationInputError.self) { try simulation.addDevice("phone") }
+        #expect(simulation.devices.map(\.name) == ["phone"])
+        try simulation.addContact("ben", devices: ["ben-phone"])
+        #expect(throws: SimulationInputError.self) { try simulation.addContact("ben", devices: ["ben-laptop"]) }
+        #expect(simulation.contacts.map(\.name) == ["ben"])
+        #expect(simulation.device("ben-laptop") == nil)
+    }
+
     // MARK: - Determinism
 
     @Test func theSameSeedReplaysTheSameRunBitForBit() throws {

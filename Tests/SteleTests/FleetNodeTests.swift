@@ -1,4 +1,3 @@
-import SteleSimulator
 import Testing
 import TestSupport
 @testable import Stele

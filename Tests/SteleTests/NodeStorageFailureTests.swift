@@ -1,5 +1,4 @@
 import SteleSQL
-import SteleSimulator
 import Testing
 import TestSupport
 @testable import Stele
