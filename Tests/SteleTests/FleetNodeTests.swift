@@ -123,4 +123,25 @@ import TestSupport
         #expect(Self.logs(pair.node.handle(.timer(timer))).map(\.kind) == [.sessionTimedOut])
         #expect(pair.node.openSessions == 0)
     }
+
+    /// The invariant check can fail: a round open on a device that does not lead,
+    /// across a roster change, with an ack from outside it, and a stranger's
+    /// advertisement kept, are each named.
+    @Test func theInvariantCheckNamesWhatIsBroken() throws {
+        let fleet = try TestFleet(count: 3, seed: 5)
+        let devices = fleet.devices.sorted()
+        let follower = try #require(fleet.replicas.first { $0.device == devices[1] })
+        var node = FleetNode(unsealed: follower, roster: Set(devices), random: SeededGenerator(seed: 1))
+        #expect(node.invariantViolations().isEmpty)
+        var generator = SeededGenerator(seed: 2)
+        let proposal = BarrierProposal(round: RoundNonce.generate(using: &generator), digest: .zero, generation: 1)
+        node.barrier.round = BarrierState.Round(
+            proposal: proposal, members: Set(devices.prefix(2)), acks: [Fixtures.device(99): .zero], knowledge: Knowledge(), epoch: 1)
+        node.barrier.heard[Fixtures.device(98)] = Advertisement(roots: [], generation: 0)
+        let broken = node.invariantViolations()
+        #expect(broken.contains("a round open on a device that does not lead"))
+        #expect(broken.contains("a round open across a roster change"))
+        #expect(broken.contains("an ack counted from a device outside the round"))
+        #expect(broken.contains { $0.hasPrefix("an advertisement kept from") })
+    }
 }

@@ -23,7 +23,7 @@ struct BarrierState {
 
     /// Each sibling's last advertisement: the leader's view of who is in sync.
     var heard: [DeviceID: Advertisement] = [:]
-    /// When (the replica's clock) each sibling was last heard agreeing with this device.
+    /// When (``FleetNode/monotonicNow``) each sibling was last heard agreeing with this device.
     var agreedAt: [DeviceID: Int64] = [:]
     var debounceArmed = false
     var round: Round?

@@ -102,7 +102,36 @@ public struct FleetNode {
     /// (milliseconds from any origin; a `now` earlier than the last one counts as the last).
     public mutating func handle(_ input: FleetInput, at now: Int64) -> [FleetOutput] {
         monotonicNow = max(monotonicNow, now)
-        return seal(step(input))
+        let outputs = seal(step(input))
+        checkInvariants()
+        return outputs
+    }
+
+    /// What must hold between any two inputs, checked after every step in debug
+    /// builds (the simulator's and `scripts/test`'s): a precondition, since
+    /// `scripts/test` builds the debug configuration optimized.
+    func checkInvariants() {
+        #if DEBUG
+        let broken = invariantViolations()
+        precondition(broken.isEmpty, "FleetNode invariants broken: \(broken.joined(separator: "; "))")
+        #endif
+    }
+
+    /// Every invariant that does not hold now (empty when the node is sound).
+    func invariantViolations() -> [String] {
+        var broken: [String] = []
+        for key in sessions.keys where !roster.contains(key.peer) || key.peer == replica.device {
+            broken.append("a session with \(key.peer), who is not a sibling")
+        }
+        for peer in barrier.heard.keys where !roster.contains(peer) || peer == replica.device {
+            broken.append("an advertisement kept from \(peer), who is not a sibling")
+        }
+        if let round = barrier.round {
+            if leader != replica.device { broken.append("a round open on a device that does not lead") }
+            if round.members != roster { broken.append("a round open across a roster change") }
+            if !round.acks.keys.allSatisfy(round.members.contains) { broken.append("an ack counted from a device outside the round") }
+        }
+        return broken
     }
 
     /// Seals every frame among `outputs` for its recipient (a node with a
