@@ -236,4 +236,25 @@ import TestSupport
         #expect(driver.node.contacts.keys.sorted { $0.bytes.lexicographicallyPrecedes($1.bytes) } == [contact])
         #expect(events.map(\.kind) == [.directoryFailed])
     }
+
+    @Test func memoryFleetRunsUntilQuietAndADetachedDeviceHearsNothingMore() throws {
+        let fleet = MemoryFleet()
+        let account = AccountID.generate()
+        let phone = try fleet.addDevice(account: account)
+        let laptop = try fleet.addDevice(account: account)
+        for device in [phone, laptop] { try device.replica.declare("notes", .causal) }
+        try phone.replica.causal("notes").put("a", [1])
+        #expect(fleet.runUntilQuiet())
+        #expect(try laptop.replica.causal("notes").get("a") == [1])
+        #expect(fleet.driver(of: laptop.replica.device) === laptop)
+        fleet.detach(laptop.replica.device)
+        #expect(fleet.driver(of: laptop.replica.device) == nil)
+        try phone.replica.causal("notes").put("b", [2])
+        fleet.run(forMilliseconds: 60_000)
+        #expect(try laptop.replica.causal("notes").get("b") == nil)
+        // Asked for 40 s of quiet, a fleet advertising every 30 s never has it, and says so.
+        let busy = MemoryFleet()
+        _ = try busy.addDevice(account: AccountID.generate())
+        #expect(!busy.runUntilQuiet(quietMilliseconds: 40_000, limitMilliseconds: 100_000))
+    }
 }

@@ -75,11 +75,10 @@ public final class FleetDriver {
     /// The timers armed now, with when they fire on the scheduler's monotonic clock.
     public var armedTimers: [FleetTimer: Int64] { timers.mapValues(\.deadline) }
 
-    /// Starts (or, after a crash, restarts) the node: it advertises and arms its timers.
-    public func start() {
-        stopped = false
-        handle(.start)
-    }
+    /// Starts the node: it advertises, arms its timers and checks the anchor.
+    /// After a crash, a new driver over the reopened replica starts instead
+    /// (a stopped driver stays stopped).
+    public func start() { handle(.start) }
 
     /// Stops for good: every timer is cancelled, and nothing that arrives later
     /// (a frame, a completion, a change) reaches the node.
@@ -171,7 +170,11 @@ public final class FleetDriver {
     private func write(_ anchor: Anchor) {
         let round = anchor.header.round
         guard let key = node.accountKeys.last else {
-            onEvent?(FleetEvent(kind: .roundFailed, peer: nil, namespace: nil, message: "no account key to seal the anchor with; this device has not received one"))
+            let failure = FleetFailure(cause: .crypto, detail: "no account key")
+            lastFailure = failure
+            onEvent?(
+                FleetEvent(
+                    kind: .roundFailed, peer: nil, namespace: nil, message: "no account key to seal the anchor with; this device has not received one", failure: failure))
             handle(.anchorWritten(round: round, succeeded: false))
             return
         }
