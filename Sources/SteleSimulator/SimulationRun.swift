@@ -77,22 +77,22 @@ public struct SimulationRun {
         let simulation = try Simulation(seed: seed)
         simulation.setCollection(options.collects)
         var random = SplitMix64(seed: seed ^ 0x5EED_F00D)
-        // Every step is also written down as a scenario statement: the run's
-        // transcript replays it under `stele scenario --seed` (DESIGN §9).
+        // Every step is a scenario statement, carried out by the simulation and
+        // written down as it prints: the transcript is the program, and
+        // `stele scenario --seed` replays it (DESIGN §9).
         var transcript = ["# stele simulate --seed \(seed) --devices \(options.devices) --steps \(options.steps): replay with stele scenario FILE --seed \(seed)"]
-        if !options.collects { transcript.append("gc off") }
-        for namespace in Workload.namespaces {
-            try simulation.declare(namespace.name, namespace.kind)
-            transcript.append("namespace \(namespace.name) \(namespace.kind.rawValue)")
+        func run(_ statement: Statement) throws {
+            try simulation.apply(statement)
+            transcript.append(statement.description)
         }
+        if !options.collects { transcript.append(Statement.gc(false).description) }
+        for namespace in Workload.namespaces { try run(.namespace(namespace.name, namespace.kind)) }
         let names = (0..<options.devices).map { "d\($0)" }
-        for name in names { try simulation.addDevice(name) }
-        transcript.append("fleet " + names.joined(separator: " "))
+        try run(.fleet(names))
         let contactNames = options.contact ? ["bob0", "bob1"] : []
         if options.contact {
-            try simulation.addContact("bob", devices: contactNames)
-            try simulation.addConversation("chat", with: "bob")
-            transcript += ["contact bob " + contactNames.joined(separator: " "), "conversation chat with bob"]
+            try run(.contact(name: "bob", devices: contactNames))
+            try run(.conversation(namespace: "chat", contact: "bob"))
         }
         var nextDevice = options.devices
         var workload = Workload()
@@ -102,9 +102,7 @@ public struct SimulationRun {
 
         // Fault phase.
         for _ in 0..<options.steps {
-            let pause = random.value(in: 10...2_000)
-            simulation.advance(byMilliseconds: pause)
-            transcript.append("advance \(pause)ms")
+            try run(.advance(random.value(in: 10...2_000)))
             let active = simulation.devices.map(\.name)
             guard var name = active.randomElement(using: &random) else { break }
             var operation: WorkloadOperation
@@ -114,98 +112,73 @@ public struct SimulationRun {
             } else {
                 operation = workload.next(&random)
             }
+            // A write the store refuses is part of the story, not a failure of the run.
             simulation.perform(name, operation)
             if let refusal = simulation.lastRefusal, refusal.code == .messageMissing {
                 // The workload aimed at a message this device has not received: nothing happened.
                 transcript.append("# \(name) \(operation): not run, \(refusal.message)")
             } else {
-                transcript.append("\(name) \(operation)")
+                transcript.append(Statement.operation(device: name, operation).description)
             }
             guard random.chance(12) else { continue }
             switch faults.randomElement(using: &random) {
             case .loss:
-                let percent = random.value(in: 5...40)
-                simulation.network.lossPercent = Double(percent)
-                transcript.append("network loss \(percent)")
+                try run(.networkLoss(Double(random.value(in: 5...40))))
             case .dup:
-                let percent = random.value(in: 5...30)
-                simulation.network.duplicatePercent = Double(percent)
-                transcript.append("network duplicate \(percent)")
+                try run(.networkDuplicate(Double(random.value(in: 5...30))))
             case .reorder:
-                let longest = random.value(in: 100...3_000)
-                simulation.network.delayMilliseconds = 1...longest
+                try run(.networkDelay(min: 1, max: random.value(in: 100...3_000)))
                 simulation.count("reorder")
-                transcript.append("network delay 1ms \(longest)ms")
             case .partition:
                 let shuffled = active.shuffled(using: &random)
                 let cut = max(1, shuffled.count / 2)
-                simulation.partition([Array(shuffled[..<cut]), Array(shuffled[cut...])])
-                transcript.append("partition \(shuffled[..<cut].joined(separator: " ")) / \(shuffled[cut...].joined(separator: " "))")
+                try run(.partition(Array(shuffled[..<cut]), Array(shuffled[cut...])))
             case .offline:
                 let target = (active + contactNames).randomElement(using: &random)!
                 let going = simulation.device(target)?.isOnline ?? false
-                simulation.setOnline(target, !going)
+                try run(going ? .offline([target]) : .online([target]))
                 if going { simulation.count("offline") }
-                transcript.append("\(going ? "offline" : "online") \(target)")
             case .crash:
-                let target = active.randomElement(using: &random)!
-                try simulation.crash(target)
-                transcript.append("crash \(target)")
+                try run(.crash(active.randomElement(using: &random)!))
             case .restore:
                 let target = active.randomElement(using: &random)!
                 if let label = backups[target], random.chance(50) {
                     // Rarely the key store goes back with the replica: the stated
                     // limit of the stamp floor, whose findings are counted apart.
-                    let withKeys = random.chance(10)
-                    try simulation.restore(target, from: label, withKeys: withKeys)
-                    transcript.append("restore \(target) from \(label)" + (withKeys ? " with keys" : ""))
+                    try run(.restore(device: target, label: label, withKeys: random.chance(10)))
                 } else {
                     let label = "\(target)-\(simulation.now)"
-                    try simulation.backup(target, as: label)
+                    try run(.backup(device: target, label: label))
                     backups[target] = label
-                    transcript.append("backup \(target) as \(label)")
                 }
             case .skew:
                 let target = active.randomElement(using: &random)!
-                let skew = random.value(in: -600_000...600_000)
-                simulation.skew(target, byMilliseconds: skew)
-                transcript.append("skew \(target) \(skew)ms")
+                try run(.skew(device: target, milliseconds: random.value(in: -600_000...600_000)))
             case .join:
                 guard simulation.devices.count < options.devices + 2 else { continue }
                 let name = "d\(nextDevice)"
                 nextDevice += 1
-                try simulation.addDevice(name)
+                try run(.join(name))
                 simulation.count("join")
-                transcript.append("join \(name)")
             case .revoke:
                 guard simulation.devices.count > 2, let target = active.last else { continue }
-                try simulation.revoke(target)
+                try run(.revoke(target))
                 backups[target] = nil
                 simulation.count("revoke")
-                transcript.append("revoke \(target)")
             case .storage:
                 // A failed SQLite step a little later: a write refused, or a
                 // reconcile rolled back mid-apply.
                 let fault = StorageFault.allCases.randomElement(using: &random)!
                 let target = active.randomElement(using: &random)!
-                let after = Int(random.value(in: 0...40))
-                simulation.failStorage(target, with: fault, afterSteps: after)
-                transcript.append("storage \(target) fail \(fault.rawValue) after \(after)")
+                try run(.storageFault(device: target, fault, afterSteps: Int(random.value(in: 0...40))))
             case .anchor:
                 // The anchor substrate in trouble: out of reach (or back), a failed
                 // upload, or a slow one that may outlive its round (001 §8).
                 simulation.count("anchor")
                 switch random.value(in: 0...2) {
-                case 0:
-                    simulation.anchorSubstrate.isDown.toggle()
-                    transcript.append(simulation.anchorSubstrate.isDown ? "anchor down" : "anchor up")
-                case 1:
-                    simulation.anchorSubstrate.failNextWrite = true
-                    transcript.append("anchor fail next write")
-                default:
-                    let delay = random.value(in: 1_000...30_000)
-                    simulation.anchorSubstrate.delayNextWriteMilliseconds = delay
-                    transcript.append("anchor delay next write \(delay)ms")
+                case 0: try run(.anchor(simulation.anchorSubstrate.isDown ? .up : .down))
+                case 1: try run(.anchor(.failNextWrite))
+                default: try run(.anchor(.delayNextWrite(random.value(in: 1_000...30_000))))
                 }
             case nil:
                 break
@@ -213,16 +186,10 @@ public struct SimulationRun {
         }
 
         // Healed phase: everyone online and reachable over a perfect network, the anchor reachable.
-        simulation.heal()
-        if simulation.anchorSubstrate.isDown {
-            simulation.anchorSubstrate.isDown = false
-            transcript.append("anchor up")
-        }
-        for name in simulation.devices.map(\.name) + contactNames { simulation.setOnline(name, true) }
-        transcript += [
-            "heal", "online " + (simulation.devices.map(\.name) + contactNames).joined(separator: " "), "sync", "expect converged", "expect resurrections 0",
-            "expect lost-writes 0",
-        ]
+        try run(.heal)
+        if simulation.anchorSubstrate.isDown { try run(.anchor(.up)) }
+        try run(.online(simulation.devices.map(\.name) + contactNames))
+        transcript += [Statement.sync, .expect(.converged), .expect(.resurrections(0)), .expect(.lostWrites(0))].map(\.description)
         let healedAt = simulation.now
         var outcome = Outcome(seed: seed)
         // The fleet has settled whenever the oracle is asked: it must be able to judge.
@@ -246,7 +213,7 @@ public struct SimulationRun {
             let start = simulation.now
             while simulation.totalTombstones() > 0 && simulation.now - start < options.collectionBoundMilliseconds {
                 simulation.advance(byMilliseconds: 60_000)
-                transcript += ["advance 1m", "sync"]
+                transcript += [Statement.advance(60_000), .sync].map(\.description)
                 if let moving = simulation.sync(limitMilliseconds: options.convergenceBoundMilliseconds) {
                     outcome.findings.append("did not settle while collecting: \(moving)")
                     outcome.convergenceMilliseconds = nil
@@ -255,10 +222,10 @@ public struct SimulationRun {
             }
             if simulation.totalTombstones() == 0 {
                 outcome.collectionMilliseconds = simulation.now - start
-                transcript += simulation.devices.map { "expect \($0.name) tombstones 0" }
+                transcript += simulation.devices.map { Statement.expect(.tombstones(device: $0.name, namespace: nil, count: 0)).description }
             }
             if outcome.convergenceMilliseconds != nil { judge("after collecting") }
-            transcript += ["expect resurrections 0", "expect lost-writes 0"]
+            transcript += [Statement.expect(.resurrections(0)), .expect(.lostWrites(0))].map(\.description)
         }
         if outcome.convergenceMilliseconds != nil && options.contact {
             // Everyone reachable: whatever either side owes the other is delivered
@@ -267,12 +234,12 @@ public struct SimulationRun {
             let owing = { simulation.owingDeliveries() }
             while !owing().isEmpty && simulation.now - start < options.convergenceBoundMilliseconds {
                 simulation.advance(byMilliseconds: 60_000)
-                transcript += ["advance 1m", "sync"]
+                transcript += [Statement.advance(60_000), .sync].map(\.description)
                 _ = simulation.sync(limitMilliseconds: options.convergenceBoundMilliseconds)
             }
             let left = owing()
             if left.isEmpty {
-                transcript += (simulation.devices.map(\.name) + contactNames).map { "expect \($0) outbox chat 0" }
+                transcript += (simulation.devices.map(\.name) + contactNames).map { Statement.expect(.outbox(device: $0, namespace: "chat", count: 0)).description }
             } else {
                 outcome.undelivered = true
                 outcome.findings.append(

@@ -58,34 +58,8 @@ public final class ScenarioRunner {
 
     private func execute(_ statement: Statement) throws {
         switch statement {
-        case .fleet(let names):
-            for name in names { try simulation.addDevice(name) }
-        case let .namespace(name, kind):
-            try simulation.declare(name, kind)
-        case .join(let name):
-            try simulation.addDevice(name)
-        case .revoke(let name):
-            try simulation.revoke(name)
-        case let .contact(name, devices):
-            try simulation.addContact(name, devices: devices)
-        case let .conversation(namespace, contact):
-            try simulation.addConversation(namespace, with: contact)
         case let .operation(device, operation):
             try perform(device, operation)
-        case .offline(let names):
-            for name in names { simulation.setOnline(name, false) }
-        case .online(let names):
-            for name in names { simulation.setOnline(name, true) }
-        case let .partition(left, right):
-            simulation.partition([left, right])
-        case .heal:
-            simulation.heal()
-        case .networkLoss(let percent):
-            simulation.network.lossPercent = percent
-        case .networkDuplicate(let percent):
-            simulation.network.duplicatePercent = percent
-        case let .networkDelay(low, high):
-            simulation.network.delayMilliseconds = low...high
         case .sync:
             if let moving = simulation.sync() {
                 throw Failure(expected: "the fleet to settle within 1 h of virtual time", found: "still moving: \(moving)")
@@ -94,31 +68,15 @@ public final class ScenarioRunner {
             // partition defers it); `expect resurrections` and `expect lost-writes`
             // insist on a check of their own.
             if simulation.whyOracleCannotCheck() == nil { try simulation.checkOracle() }
-        case .advance(let milliseconds):
-            simulation.advance(byMilliseconds: milliseconds)
+        case let .restore(_, label, _) where !simulation.hasBackup(label):
+            throw Failure(expected: "a backup named \(label)", found: "no such backup; take it with backup D as \(label)")
         case .gc(let allowed):
             collectionAllowed = allowed
-            simulation.setCollection(allowed)
-        case let .backup(device, label):
-            try simulation.backup(device, as: label)
-        case let .restore(device, label, withKeys):
-            guard simulation.hasBackup(label) else { throw Failure(expected: "a backup named \(label)", found: "no such backup; take it with backup D as \(label)") }
-            try simulation.restore(device, from: label, withKeys: withKeys)
-        case .crash(let name):
-            try simulation.crash(name)
-        case .anchor(let action):
-            switch action {
-            case .down: simulation.anchorSubstrate.isDown = true
-            case .up: simulation.anchorSubstrate.isDown = false
-            case .failNextWrite: simulation.anchorSubstrate.failNextWrite = true
-            case .delayNextWrite(let milliseconds): simulation.anchorSubstrate.delayNextWriteMilliseconds = milliseconds
-            }
-        case let .skew(device, milliseconds):
-            simulation.skew(device, byMilliseconds: milliseconds)
-        case let .storageFault(device, fault, after):
-            simulation.failStorage(device, with: fault, afterSteps: after)
+            try simulation.apply(statement)
         case .expect(let expectation):
             try simulation.observing { try check(expectation) }
+        default:
+            try simulation.apply(statement)
         }
     }
 

@@ -1,0 +1,67 @@
+import Stele
+
+/// The scenario statements that change the world, carried out on a simulation:
+/// `ScenarioRunner` runs a file's lines through it, `SimulationRun` the
+/// statements it draws, so a run's transcript is the program it ran.
+extension Simulation {
+    /// Carries out `statement`. Writes, `sync` and `expect` are the caller's:
+    /// what a refused write or an unsettled fleet means differs between a
+    /// scenario (a failure) and a randomized run (part of the story).
+    /// - Throws: what the simulation throws, or ``SimulationInputError`` for a
+    ///   statement that is the caller's, or a restore from a backup never taken.
+    func apply(_ statement: Statement) throws {
+        switch statement {
+        case .fleet(let names):
+            for name in names { try addDevice(name) }
+        case let .namespace(name, kind):
+            try declare(name, kind)
+        case .join(let name):
+            try addDevice(name)
+        case .revoke(let name):
+            try revoke(name)
+        case let .contact(name, devices):
+            try addContact(name, devices: devices)
+        case let .conversation(namespace, contact):
+            try addConversation(namespace, with: contact)
+        case .offline(let names):
+            for name in names { setOnline(name, false) }
+        case .online(let names):
+            for name in names { setOnline(name, true) }
+        case let .partition(left, right):
+            partition([left, right])
+        case .heal:
+            heal()
+        case .networkLoss(let percent):
+            network.lossPercent = percent
+        case .networkDuplicate(let percent):
+            network.duplicatePercent = percent
+        case let .networkDelay(low, high):
+            network.delayMilliseconds = low...high
+        case .advance(let milliseconds):
+            advance(byMilliseconds: milliseconds)
+        case .gc(let allowed):
+            setCollection(allowed)
+        case let .backup(device, label):
+            try backup(device, as: label)
+        case let .restore(device, label, withKeys):
+            guard hasBackup(label) else { throw SimulationInputError(message: "no backup named \(label); take it with backup D as \(label)") }
+            try restore(device, from: label, withKeys: withKeys)
+        case .crash(let name):
+            try crash(name)
+        case .anchor(.down):
+            anchorSubstrate.isDown = true
+        case .anchor(.up):
+            anchorSubstrate.isDown = false
+        case .anchor(.failNextWrite):
+            anchorSubstrate.failNextWrite = true
+        case .anchor(.delayNextWrite(let milliseconds)):
+            anchorSubstrate.delayNextWriteMilliseconds = milliseconds
+        case let .skew(device, milliseconds):
+            skew(device, byMilliseconds: milliseconds)
+        case let .storageFault(device, fault, after):
+            failStorage(device, with: fault, afterSteps: after)
+        case .operation, .sync, .expect:
+            throw SimulationInputError(message: "\(statement) is carried out by the scenario or run that holds it")
+        }
+    }
+}
