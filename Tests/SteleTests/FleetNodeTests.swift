@@ -125,8 +125,9 @@ import TestSupport
     }
 
     /// The invariant check can fail: a round open on a device that does not lead,
-    /// across a roster change, with an ack from outside it, and a stranger's
-    /// advertisement kept, are each named.
+    /// across a roster change, with an ack from outside it and without the
+    /// leader's own, a stranger's advertisement kept and a session with a
+    /// stranger, are each named.
     @Test func theInvariantCheckNamesWhatIsBroken() throws {
         let fleet = try TestFleet(count: 3, seed: 5)
         let devices = fleet.devices.sorted()
@@ -135,13 +136,15 @@ import TestSupport
         #expect(node.invariantViolations().isEmpty)
         var generator = SeededGenerator(seed: 2)
         let proposal = BarrierProposal(round: RoundNonce.generate(using: &generator), digest: .zero, generation: 1)
-        node.barrier.round = BarrierState.Round(
-            proposal: proposal, members: Set(devices.prefix(2)), acks: [Fixtures.device(99): .zero], knowledge: Knowledge(), epoch: 1)
-        node.barrier.heard[Fixtures.device(98)] = Advertisement(roots: [], generation: 0)
+        node.leading.onOpen(proposal: proposal, members: Set(devices.prefix(2)), acks: [Fixtures.device(99): .zero], knowledge: Knowledge(), epoch: 1)
+        node.siblings.onAdvertisement(Advertisement(roots: [], generation: 0), from: Fixtures.device(98), agreeing: false, at: 0)
+        node.sync.onAwaitingReply(ContentSync.Key(peer: Fixtures.device(97), namespace: "notes"), ContentSync.Session(id: 1, initiator: follower.device, epoch: 1))
         let broken = node.invariantViolations()
         #expect(broken.contains("a round open on a device that does not lead"))
         #expect(broken.contains("a round open across a roster change"))
         #expect(broken.contains("an ack counted from a device outside the round"))
+        #expect(broken.contains("a round open without the leader's own ack"))
         #expect(broken.contains { $0.hasPrefix("an advertisement kept from") })
+        #expect(broken.contains { $0.hasPrefix("a session with") && $0.hasSuffix("who is not a sibling") })
     }
 }

@@ -7,60 +7,10 @@
 /// `gc_commit` sent and anything dropped. Each device's commit drops only what
 /// its ack vouched for, and only if its content is unmoved
 /// (``Replica/commit(round:digest:generation:)``).
-struct BarrierState {
-    /// A round this device leads.
-    struct Round {
-        let proposal: BarrierProposal
-        /// The roster when the round opened: a change before commit aborts it.
-        let members: Set<DeviceID>
-        var acks: [DeviceID: Hash32]
-        /// The union of what every member that acked had seen (``Knowledge``).
-        var knowledge: Knowledge
-        let epoch: UInt64
-        /// The digest every ack agreed on, once the anchor write was asked for.
-        var agreed: Hash32?
-    }
-
-    /// Each sibling's last advertisement: the leader's view of who is in sync.
-    var heard: [DeviceID: Advertisement] = [:]
-    /// When (``FleetNode/monotonicNow``) each sibling was last heard agreeing with this device.
-    var agreedAt: [DeviceID: Int64] = [:]
-    var debounceArmed = false
-    var round: Round?
-    /// After a failed round: no new round until the back-off timer fires or one
-    /// of these devices (whose ack was missing) is heard from.
-    var backingOff = false
-    var waitingFor: Set<DeviceID> = []
-    /// Failed rounds in a row: the back-off doubles with each.
-    var failures = 0
-    /// A sibling holding tombstones asked for a round (the leader may hold none).
-    var requested = false
-    /// The current round is an early retry: if it fails too, the leader waits out
-    /// its whole pause (a device heard from but still not acking is slow, not back).
-    var retriedEarly = false
-    /// The rounds this device has acked since it started, by nonce: a proposal
-    /// seen again (a duplicate on the wire, or a replay of an older round at the
-    /// same generation) is not acked again, so it can neither move the recorded
-    /// ack's watermark nor replace the ack of the round in progress (SECURITY.md).
-    var answered: Set<RoundNonce> = []
-    /// The round this device acked and whose commit it awaits, with the epoch of
-    /// its hold timer. Between its ack and the commit a device applies no
-    /// sibling's records: a row it took in after acking, whose maker then deleted
-    /// it and acked the agreed digest, would outlive the tombstone the maker drops.
-    var held: (round: RoundNonce, epoch: UInt64)?
-    /// The round of the ack this device recorded (leading or not) whose commit it
-    /// has not seen. The first sibling record it applies once the hold is over
-    /// withdraws that ack: a commit, or the adoption of that round's anchor, then
-    /// no longer counts on content that has since taken records in (recovery
-    /// imports the anchor's snapshot instead). Until then a late commit is as
-    /// good as a timely one, and a missed one is adopted without an import.
-    var outstanding: RoundNonce?
-    /// Why the ack recorded before a restart could not be read, while it cannot:
-    /// the device may be in a hold, so it takes no sibling's records in, acks no
-    /// round and opens none, and tries again at each advertisement (G5).
-    var ackUnreadable: String?
-}
-
+///
+/// The state lives in two machines (``BarrierLeader``, ``BarrierMember``) and a
+/// debounce (``RoundDebounce``); this extension reads and writes the replica and
+/// turns what they decide into outputs.
 extension FleetNode {
     /// The device that leads rounds: the lowest id on the roster (001 §4).
     var leader: DeviceID { roster.min() ?? replica.device }
@@ -68,7 +18,7 @@ extension FleetNode {
     // MARK: - Triggering
 
     /// Whether this device, as leader, is pausing after a failed round.
-    public var isBackingOff: Bool { barrier.backingOff }
+    public var isBackingOff: Bool { leading.isBackingOff }
 
     /// Whether this device would still take part in collecting: collection on,
     /// tombstones possibly held, and (as leader) no back-off under way. The
@@ -77,36 +27,36 @@ extension FleetNode {
         guard configuration.collects else { return false }
         let holds = replica.mayHoldTombstones
         guard leader == replica.device else { return holds }
-        return !barrier.backingOff && (holds || barrier.requested || barrier.round != nil)
+        return !leading.isBackingOff && (holds || leading.requested || leading.round != nil)
     }
 
     /// Arms the debounce when a round could open now (the leader), or when this
     /// device should ask the leader for one (a sibling holding tombstones).
     mutating func considerRound() -> [FleetOutput] {
-        guard !barrier.debounceArmed, barrier.ackUnreadable == nil, mayOpenRound() || mayRequestRound() else { return [] }
-        barrier.debounceArmed = true
+        guard !roundDebounce.isArmed, acking.unreadable == nil, mayOpenRound() || mayRequestRound(), roundDebounce.onWanted() else { return [] }
         return [.arm(.barrierDebounce, afterMilliseconds: configuration.barrierDebounceMilliseconds)]
     }
 
     private func mayOpenRound() -> Bool {
-        guard configuration.collects, barrier.ackUnreadable == nil, leader == replica.device, barrier.round == nil, !barrier.backingOff else { return false }
-        guard barrier.requested || replica.mayHoldTombstones else { return false }
+        guard configuration.collects, acking.unreadable == nil, leader == replica.device, leading.isIdle else { return false }
+        guard leading.requested || replica.mayHoldTombstones else { return false }
         return everySiblingInSync()
     }
 
     private func mayRequestRound() -> Bool {
-        guard configuration.collects, barrier.ackUnreadable == nil, leader != replica.device, replica.mayHoldTombstones else { return false }
+        guard configuration.collects, acking.unreadable == nil, leader != replica.device, replica.mayHoldTombstones else { return false }
         return everySiblingInSync()
     }
 
     /// Every sibling last advertised exactly what this device holds now.
     private func everySiblingInSync() -> Bool {
         guard let mine = try? advertisement() else { return false }
-        return peers.allSatisfy { barrier.heard[$0] == mine }
+        return peers.allSatisfy { siblings.heard[$0] == mine }
     }
 
-    mutating func barrierDebounceFired() -> [FleetOutput] {
-        barrier.debounceArmed = false
+    /// The round debounce fired: open a round, or ask the leader for one.
+    mutating func onRoundDebounce() -> [FleetOutput] {
+        roundDebounce.onFired()
         if mayOpenRound() { return openRound() }
         if mayRequestRound() {
             return [
@@ -117,15 +67,15 @@ extension FleetNode {
         return []
     }
 
-    mutating func receiveRoundRequest(from peer: DeviceID) -> [FleetOutput] {
+    /// A sibling holding tombstones asks this device, which leads, for a round.
+    mutating func onRoundRequest(from peer: DeviceID) -> [FleetOutput] {
         guard leader == replica.device else {
             return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "a round request, but this device does not lead"))]
         }
-        barrier.requested = true
+        leading.onRequest()
         // The sibling waited out its own debounce: open at once if the fleet is in sync.
         guard mayOpenRound() else { return considerRound() }
-        let cancel: [FleetOutput] = barrier.debounceArmed ? [.cancel(.barrierDebounce)] : []
-        barrier.debounceArmed = false
+        let cancel: [FleetOutput] = roundDebounce.onOvertaken() ? [.cancel(.barrierDebounce)] : []
         return cancel + openRound()
     }
 
@@ -135,12 +85,11 @@ extension FleetNode {
             let proposal = BarrierProposal(round: RoundNonce.generate(using: &random), digest: digest, generation: replica.generation + 1)
             // The leader acks its own round: its watermark is taken now.
             try replica.recordAck(round: proposal.round, digest: digest, generation: proposal.generation)
-            barrier.outstanding = proposal.round
+            acking.onAckRecorded(proposal.round, answering: false)
             nextEpoch += 1
             var knowledge = try replica.knowledge()
             knowledge.noteRevoked(channel?.revoked ?? [])
-            barrier.round = BarrierState.Round(
-                proposal: proposal, members: roster, acks: [replica.device: digest], knowledge: knowledge, epoch: nextEpoch)
+            leading.onOpen(proposal: proposal, members: roster, acks: [replica.device: digest], knowledge: knowledge, epoch: nextEpoch)
             let frame = FrameCodec.encode(.gcPropose(proposal))
             var outputs: [FleetOutput] = peers.map { .send(to: $0, bytes: frame) }
             outputs.append(.arm(.barrierRound(epoch: nextEpoch), afterMilliseconds: configuration.barrierRoundMilliseconds))
@@ -153,23 +102,22 @@ extension FleetNode {
 
     // MARK: - The leader's side
 
-    mutating func receive(_ answer: BarrierAnswer, from peer: DeviceID) -> [FleetOutput] {
-        guard var round = barrier.round, round.proposal.round == answer.round, round.members.contains(peer), round.agreed == nil else {
+    /// A member's ack (or decline) of the round this device leads.
+    mutating func onAck(_ answer: BarrierAnswer, from peer: DeviceID) -> [FleetOutput] {
+        switch leading.onAck(answer, from: peer) {
+        case .notOpen:
             return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "an ack for round \(answer.round), which is not open here"))]
-        }
-        if answer.isDecline {
+        case .declined:
             // Not a device to wait for: it is there and says no (001 §9).
             return failRound("device \(peer) has collection off and declined", missing: [])
+        case .counted:
+            return acksComplete()
         }
-        round.acks[peer] = answer.digest
-        round.knowledge.merge(answer.knowledge)
-        barrier.round = round
-        return acksComplete()
     }
 
     /// With every member's ack in: the fence, the digests, then the anchor write.
     private mutating func acksComplete() -> [FleetOutput] {
-        guard let round = barrier.round, round.agreed == nil, Set(round.acks.keys) == round.members else { return [] }
+        guard let round = leading.completeRound else { return [] }
         guard roster == round.members else { return failRound("the roster changed during the round", missing: []) }
         do {
             let fresh = try replica.contentDigest()
@@ -180,7 +128,7 @@ extension FleetNode {
             let generation = round.proposal.generation
             let header = AnchorHeader(account: replica.account, generation: generation, round: round.proposal.round, digest: fresh)
             let snapshot = try Snapshot.take(of: replica, generation: generation, knowledge: round.knowledge)
-            barrier.round?.agreed = fresh
+            leading.onAgreed(on: fresh)
             // Siblings restore from the anchor: its content counts as shared.
             noteShared(nil)
             return [.writeAnchor(Anchor(header: header, snapshot: snapshot.encoded))]
@@ -190,17 +138,19 @@ extension FleetNode {
     }
 
     /// The anchor write ended. Landed: commit everywhere (001 §8: anchor first, then GC).
-    mutating func anchorWritten(round nonce: RoundNonce, succeeded: Bool) -> [FleetOutput] {
-        guard let round = barrier.round, round.proposal.round == nonce, let agreed = round.agreed else {
+    mutating func onAnchorWritten(round nonce: RoundNonce, succeeded: Bool) -> [FleetOutput] {
+        let round: BarrierLeader.Round
+        let agreed: Hash32
+        switch leading.onAnchorWritten(round: nonce, succeeded: succeeded) {
+        case .abandoned:
             // A round abandoned while its write was slow: the anchor it left is a floor
             // nobody stands on, and the next round overwrites it (001 §8).
             return [.log(FleetEvent(kind: .barrierIgnored, peer: nil, namespace: nil, message: "the anchor of round \(nonce) landed after the round was abandoned"))]
+        case .failed:
+            return failRound("the anchor write failed; every tombstone is kept", missing: [])
+        case .landed(let landed, let digest):
+            (round, agreed) = (landed, digest)
         }
-        guard succeeded else { return failRound("the anchor write failed; every tombstone is kept", missing: []) }
-        barrier.round = nil
-        barrier.failures = 0
-        barrier.requested = false
-        barrier.retriedEarly = false
         let commit = BarrierCommit(proposal: BarrierProposal(round: nonce, digest: agreed, generation: round.proposal.generation), knowledge: round.knowledge)
         let frame = FrameCodec.encode(.gcCommit(commit))
         var outputs: [FleetOutput] = round.members.subtracting([replica.device]).sorted().map { .send(to: $0, bytes: frame) }
@@ -210,11 +160,11 @@ extension FleetNode {
         return outputs + applyCommit(commit, from: nil)
     }
 
-    mutating func barrierRoundExpired(epoch: UInt64) -> [FleetOutput] {
-        guard let round = barrier.round, round.epoch == epoch else { return [] }
-        let missing = round.members.subtracting(round.acks.keys)
+    /// The round timer fired: the round, if still open, fails.
+    mutating func onRoundTimer(epoch: UInt64) -> [FleetOutput] {
+        guard let (_, missing, anchoring) = leading.expired(epoch: epoch) else { return [] }
         let reason =
-            round.agreed != nil
+            anchoring
             ? "the anchor did not land within \(configuration.barrierRoundMilliseconds) ms"
             : "no ack from \(missing.sorted().map(\.description).joined(separator: ", ")) within \(configuration.barrierRoundMilliseconds) ms"
         return failRound(reason, missing: missing, timerFired: true)
@@ -222,14 +172,10 @@ extension FleetNode {
 
     mutating func failRound(_ reason: String, missing: Set<DeviceID>, timerFired: Bool = false) -> [FleetOutput] {
         var outputs: [FleetOutput] = []
-        if let round = barrier.round, !timerFired { outputs.append(.cancel(.barrierRound(epoch: round.epoch))) }
-        barrier.round = nil
-        barrier.failures += 1
-        barrier.backingOff = true
-        barrier.waitingFor = barrier.retriedEarly ? [] : missing
-        barrier.retriedEarly = false
-        let doubling = Int64(1) << Int64(min(barrier.failures - 1, 20))
-        let pause = min(configuration.barrierBackoffMilliseconds.multipliedReportingOverflow(by: doubling).partialValue, configuration.barrierMaximumBackoffMilliseconds)
+        guard let (epoch, pause) = leading.onRoundFailed(
+            missing: missing, backoff: configuration.barrierBackoffMilliseconds, maximum: configuration.barrierMaximumBackoffMilliseconds)
+        else { return [] }
+        if !timerFired { outputs.append(.cancel(.barrierRound(epoch: epoch))) }
         outputs.append(.arm(.barrierBackoff, afterMilliseconds: max(pause, 0)))
         outputs.append(.log(FleetEvent(kind: .roundFailed, peer: nil, namespace: nil, message: "\(reason); next round in \(pause / 1000) s at the latest")))
         // The leader held siblings' records while the round was open: sync resumes.
@@ -237,18 +183,16 @@ extension FleetNode {
     }
 
     /// No commit came for the round this device acked: it takes siblings' records
-    /// again (the first one withdraws the ack, ``BarrierState/outstanding``).
-    mutating func barrierHoldExpired(epoch: UInt64) -> [FleetOutput] {
-        guard let held = barrier.held, held.epoch == epoch else { return [] }
-        barrier.held = nil
-        let message = "no commit of round \(held.round) within \(configuration.barrierRoundMilliseconds) ms: siblings' records are taken again"
+    /// again (the first one withdraws the ack, ``BarrierMember/State/acked(_:)``).
+    mutating func onHoldTimer(epoch: UInt64) -> [FleetOutput] {
+        guard let heldRound = acking.onHoldTimer(epoch: epoch) else { return [] }
+        let message = "no commit of round \(heldRound) within \(configuration.barrierRoundMilliseconds) ms: siblings' records are taken again"
         return [.log(FleetEvent(kind: .holdEnded, peer: nil, namespace: nil, message: message))] + noteChange()
     }
 
     /// Before the first sibling record after an unresolved ack: the ack is withdrawn.
     mutating func withdrawOutstandingAck() -> [FleetOutput] {
-        guard let round = barrier.outstanding else { return [] }
-        barrier.outstanding = nil
+        guard let round = acking.onRecordsComing() else { return [] }
         do {
             try replica.withdrawAck(round: round)
             return [.log(FleetEvent(kind: .holdEnded, peer: nil, namespace: nil, message: "the ack of round \(round) is withdrawn: siblings' records come in, and no commit came"))]
@@ -257,24 +201,17 @@ extension FleetNode {
         }
     }
 
-    mutating func barrierBackoffFired() -> [FleetOutput] {
-        barrier.backingOff = false
-        barrier.waitingFor = []
+    /// The back-off after a failed round is over. (Any frame from a device the
+    /// failed round waited for ends it early: ``BarrierLeader/onHeard(from:)``.)
+    mutating func onBackoffTimer() -> [FleetOutput] {
+        leading.onBackoffTimer()
         return considerRound()
-    }
-
-    /// Any frame from a device a failed round waited for ends the back-off early.
-    mutating func heardFrom(_ peer: DeviceID) -> [FleetOutput] {
-        guard barrier.backingOff, barrier.waitingFor.contains(peer) else { return [] }
-        barrier.backingOff = false
-        barrier.waitingFor = []
-        barrier.retriedEarly = true
-        return [.cancel(.barrierBackoff)]
     }
 
     // MARK: - A member's side
 
-    mutating func receive(proposal: BarrierProposal, from peer: DeviceID) -> [FleetOutput] {
+    /// The leader proposes a round: ack it with this device's digest and hold.
+    mutating func onProposal(_ proposal: BarrierProposal, from peer: DeviceID) -> [FleetOutput] {
         guard peer == leader else {
             return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "a proposal from a device that does not lead this roster"))]
         }
@@ -293,11 +230,11 @@ extension FleetNode {
                     message: "a proposal to generation \(proposal.generation) at generation \(replica.generation)"))
             ]
         }
-        guard barrier.ackUnreadable == nil else {
+        if let unreadable = acking.unreadable {
             return [
                 .log(FleetEvent(
                     kind: .storageFailed, peer: peer, namespace: nil, message: "this device cannot read its recorded ack; not acked",
-                    failure: FleetFailure(cause: .storage(sqliteCode: nil), detail: barrier.ackUnreadable ?? "")))
+                    failure: FleetFailure(cause: .storage(sqliteCode: nil), detail: unreadable)))
             ]
         }
         let recorded: BarrierAck?
@@ -307,21 +244,17 @@ extension FleetNode {
             // Unread, the ack might be this very round's: acking again could move its watermark.
             return [.log(FleetEvent(kind: .storageFailed, peer: peer, namespace: nil, message: "could not read the recorded ack, so round \(proposal.round) is not acked: \(error)", failure: FleetFailure(error)))]
         }
-        guard !barrier.answered.contains(proposal.round), recorded?.round != proposal.round else {
+        guard !acking.hasAnswered(proposal.round), recorded?.round != proposal.round else {
             return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "a proposal for round \(proposal.round), already acked; not acked again"))]
         }
         do {
             let digest = try replica.contentDigest()
             try replica.recordAck(round: proposal.round, digest: digest, generation: proposal.generation)
-            barrier.outstanding = proposal.round
-            // Bounded: a device acks one round per proposal the leader makes.
-            if barrier.answered.count >= 4_096 { barrier.answered.removeAll() }
-            barrier.answered.insert(proposal.round)
+            acking.onAckRecorded(proposal.round, answering: true)
             let answer = BarrierAnswer(round: proposal.round, digest: digest, knowledge: try replica.knowledge())
             var outputs: [FleetOutput] = [.send(to: peer, bytes: FrameCodec.encode(.gcAck(answer)))]
-            if let held = barrier.held { outputs.append(.cancel(.barrierHold(epoch: held.epoch))) }
             nextEpoch += 1
-            barrier.held = (proposal.round, nextEpoch)
+            if let previous = acking.onHolding(for: proposal.round, epoch: nextEpoch) { outputs.append(.cancel(.barrierHold(epoch: previous.epoch))) }
             // As long as the leader's round: a commit later than that finds the ack
             // withdrawn and is ignored, and its anchor is recovered from like a missed round.
             outputs.append(.arm(.barrierHold(epoch: nextEpoch), afterMilliseconds: configuration.barrierRoundMilliseconds))
@@ -331,7 +264,8 @@ extension FleetNode {
         }
     }
 
-    mutating func receive(commit: BarrierCommit, from peer: DeviceID) -> [FleetOutput] {
+    /// The leader's commit of a round: drop what this device's ack vouched for.
+    mutating func onCommit(_ commit: BarrierCommit, from peer: DeviceID) -> [FleetOutput] {
         guard peer == leader else {
             return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "a commit from a device that does not lead this roster"))]
         }
@@ -341,11 +275,9 @@ extension FleetNode {
     private mutating func applyCommit(_ commit: BarrierCommit, from peer: DeviceID?) -> [FleetOutput] {
         let proposal = commit.proposal
         var released: [FleetOutput] = []
-        if let held = barrier.held, held.round == proposal.round {
-            barrier.held = nil
+        if let held = acking.onCommit(of: proposal.round) {
             released = [.cancel(.barrierHold(epoch: held.epoch))] + noteChange()
         }
-        if barrier.outstanding == proposal.round { barrier.outstanding = nil }
         return released + carryOutCommit(commit, from: peer)
     }
 

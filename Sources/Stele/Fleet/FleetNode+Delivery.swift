@@ -19,48 +19,6 @@ public struct ContactRoster: Sendable, Equatable {
     }
 }
 
-/// Where this device's deliveries to contacts stand.
-///
-/// The gate (issue 7: "an unsent-for-everyone message that was never delivered
-/// is never delivered afterwards by any of your devices, even one that was
-/// offline when you deleted it"). The duty is derived from the folded ops
-/// (000 §6 "reconcileOutboxDuty"), so a delete cancels it on every device the
-/// delete reaches; a device that has not heard of the delete yet still owes the
-/// message. So a device delivers at once only what no sibling can have deleted:
-/// a message it posted after it last let message records out to a sibling (a
-/// reconcile reply, a snapshot, an anchor), and whatever carries no text (a
-/// recall, a reaction, a receipt). Posts and edits of any other message wait
-/// until this device has found its conversation equal to a sibling's after the
-/// wait began, and then a moment more
-/// (``FleetConfiguration/deliverySettleMilliseconds``) in which every sibling
-/// heard from lately still holds what it holds: a sibling that came back at the
-/// same moment as the one agreeing may be the one bringing the delete. By then
-/// the delete has arrived from any sibling that holds it and can talk, and the
-/// duty is recomputed from the fold. A sibling that deleted and has not synced
-/// with anyone since, while every sibling this device can reach has not heard
-/// of it, cannot be waited for without a device that is always reachable (the
-/// hub, later): README "Conversations" states it.
-struct DeliveryState {
-    /// This device's hybrid clock when it last let a conversation's records out
-    /// to a sibling, per conversation; a message it posted later exists nowhere else.
-    var sharedThrough: [String: Int64] = [:]
-    /// The same for every conversation at once (the start, a snapshot, an anchor):
-    /// before the node starts, everything counts as shared.
-    var floor: Int64 = .max
-    /// Times a sibling's advertisement showed the conversation's root equal to this device's.
-    var agreements: [String: UInt64] = [:]
-    /// Conversations whose older ops wait for an agreement: the count when the wait began.
-    var waiting: [String: UInt64] = [:]
-    /// When (this device's wall clock) the latest agreement on each conversation was seen.
-    var agreedAt: [String: Int64] = [:]
-    /// When each sibling's latest advertisement arrived (the advertisement is ``BarrierState/heard``).
-    var heardAt: [DeviceID: Int64] = [:]
-
-    func shared(_ conversation: String) -> Int64 {
-        max(sharedThrough[conversation] ?? floor, floor)
-    }
-}
-
 extension FleetNode {
     /// The most messages one delivery frame carries.
     static let recordsPerDelivery = 256
@@ -69,7 +27,7 @@ extension FleetNode {
     /// from the directory and verified like the account's own). Frames from a
     /// contact's device are opened with the contact channel; ops the
     /// conversations owe a contact are delivered to every device on its roster.
-    mutating func contactsChanged(_ rosters: [ContactRoster]) -> [FleetOutput] {
+    mutating func onContactsChanged(_ rosters: [ContactRoster]) -> [FleetOutput] {
         contacts = Dictionary(rosters.filter { $0.account != replica.account }.map { ($0.account, $0) }, uniquingKeysWith: { _, last in last })
         if let identity = channel?.identity {
             var channels: [AccountID: SiblingChannel] = [:]
@@ -110,37 +68,27 @@ extension FleetNode {
 
     /// Raises what counts as shared with siblings: one conversation (`nil`: all of them).
     mutating func noteShared(_ conversation: String?) {
-        let now = Int64(bitPattern: replica.hybridClock.last.rawValue)
-        if let conversation {
-            delivery.sharedThrough[conversation] = now
-        } else {
-            delivery.floor = now
-            delivery.sharedThrough.removeAll()
-        }
+        delivery.onShared(conversation, at: Int64(bitPattern: replica.hybridClock.last.rawValue))
     }
 
     /// A sibling's advertisement showed `conversation` equal here: what waited
     /// for that may go once the moment to settle has passed.
     mutating func agreed(on conversation: String) -> Bool {
-        delivery.agreements[conversation, default: 0] += 1
-        delivery.agreedAt[conversation] = monotonicNow
-        return delivery.waiting[conversation] != nil
+        delivery.onAgreement(on: conversation, at: monotonicNow)
     }
 
     /// Whether what waits in `conversation` may go: a sibling agreed after the
     /// wait began, at least the settling moment ago, and every sibling heard
     /// from within two advertisement intervals last advertised what this device holds.
     func mayRelease(_ conversation: String) -> Bool {
-        guard let since = delivery.waiting[conversation], delivery.agreements[conversation, default: 0] > since,
-            let agreedAt = delivery.agreedAt[conversation]
-        else { return false }
+        guard let agreedAt = delivery.agreedSinceWaitBegan(conversation) else { return false }
         let now = monotonicNow
         // Monotonic: a wall clock set back since the agreement changes nothing.
         let settled = now - agreedAt >= configuration.deliverySettleMilliseconds
         guard settled, let mine = try? replica.digest(of: conversation) else { return false }
         let lately = 2 * configuration.advertiseIntervalMilliseconds
-        for (peer, advertisement) in barrier.heard where peer != replica.device && roster.contains(peer) {
-            guard let heardAt = delivery.heardAt[peer], now - heardAt <= lately else { continue }
+        for (peer, advertisement) in siblings.heard where peer != replica.device && roster.contains(peer) {
+            guard let heardAt = siblings.heardAt[peer], now - heardAt <= lately else { continue }
             guard advertisement.generation == replica.generation, advertisement.roots.first(where: { $0.namespace == conversation })?.digest == mine else {
                 return false
             }
@@ -151,7 +99,7 @@ extension FleetNode {
     // MARK: - Sending
 
     /// Sends what every conversation owes its contact to each of the contact's
-    /// devices, held back by the gate (``DeliveryState``), and arms the retry
+    /// devices, held back by the gate (``DeliveryGate``), and arms the retry
     /// while anything is still owed.
     mutating func attemptDeliveries() -> [FleetOutput] {
         guard !contacts.isEmpty else { return [] }
@@ -174,7 +122,7 @@ extension FleetNode {
                 continue
             }
             guard !owed.isEmpty else {
-                delivery.waiting[name] = nil
+                delivery.onOpened(name)
                 continue
             }
             owesAny = true
@@ -188,9 +136,8 @@ extension FleetNode {
             if !later.isEmpty {
                 if mayRelease(name) {
                     now = Self.merge(now, later)
-                    delivery.waiting[name] = nil
-                } else if delivery.waiting[name] == nil {
-                    delivery.waiting[name] = delivery.agreements[name, default: 0]
+                    delivery.onOpened(name)
+                } else if delivery.onHeldBack(name) {
                     prompt = true
                     outputs.append(
                         .log(FleetEvent(
@@ -218,7 +165,7 @@ extension FleetNode {
     }
 
     /// Splits what a message owes into what may go at once and what waits
-    /// (``DeliveryState``): all of it goes when this device posted it after it
+    /// (``DeliveryGate``): all of it goes when this device posted it after it
     /// last let records out (or has no sibling); otherwise what carries none of
     /// its text (a recall, reactions, receipts) goes, and posts and edits wait.
     private func split(_ record: MessageRecord, shared: Int64) -> (now: MessageRecord?, later: MessageRecord?) {
@@ -248,7 +195,7 @@ extension FleetNode {
     /// A frame from a contact's device: only a delivery is accepted; its ops go
     /// into the conversation of that name with that contact, and the receipts
     /// go back to the sender.
-    mutating func receive(contactFrame bytes: [UInt8], from sender: DeviceID, account: AccountID) -> [FleetOutput] {
+    mutating func onContactFrame(_ bytes: [UInt8], from sender: DeviceID, account: AccountID) -> [FleetOutput] {
         let frame: Frame
         do {
             frame = try FrameCodec.decode(bytes)

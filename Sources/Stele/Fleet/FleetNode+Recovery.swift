@@ -6,19 +6,6 @@
 ///   back by a restore, and recovers from the anchor's snapshot;
 /// - with the anchor out of reach (or not ahead) while a sibling is: it asks
 ///   that sibling for a snapshot, so it is never stuck for want of the anchor.
-struct RecoveryState {
-    /// A read of the anchor is under way.
-    var readingAnchor = false
-    /// Siblings last heard at a higher generation than this device's.
-    var ahead: [DeviceID: UInt64] = [:]
-    /// The sibling a snapshot was asked of, while waiting for it.
-    var requested: DeviceID?
-    /// Why the last attempt to catch up failed, while this device is still behind.
-    var failure: String?
-    /// The anchor said this device was rolled back, and it has not recovered yet.
-    var rolledBack = false
-}
-
 /// What a device can say about collection (DESIGN §6 "Nothing is silent").
 public struct CollectionStatus: Sendable {
     /// Current, behind, rolled back, recovering, or stuck and why.
@@ -65,7 +52,7 @@ extension FleetNode {
     /// (DESIGN §6 "Nothing is silent"). Empty when there is nothing to collect.
     public var blockingCollection: [DeviceID] {
         guard replica.mayHoldTombstones, let mine = try? advertisement() else { return [] }
-        return peers.filter { barrier.heard[$0] != mine }
+        return peers.filter { siblings.heard[$0] != mine }
     }
 
     /// Everything a device can say about collection from its own view (DESIGN §6
@@ -75,35 +62,27 @@ extension FleetNode {
             state: recoveryStatus, generation: replica.generation,
             tombstones: (try? replica.tombstoneCounts()) ?? [:],
             lastCollection: try? replica.lastCollection(),
-            blockedBy: blockingCollection.map { (device: $0, lastAgreedMilliseconds: barrier.agreedAt[$0]) })
+            blockedBy: blockingCollection.map { (device: $0, lastAgreedMilliseconds: siblings.agreedAt[$0]) })
     }
 
     /// Where this device stands with respect to the fleet's generation.
-    public var recoveryStatus: RecoveryStatus {
-        guard recovery.ahead.values.contains(where: { $0 > replica.generation }) else {
-            return recovery.readingAnchor ? .recovering : .current
-        }
-        if recovery.readingAnchor || recovery.requested != nil { return .recovering }
-        if recovery.rolledBack { return .rolledBack }
-        if let failure = recovery.failure { return .stuck(failure) }
-        return .behind
-    }
+    public var recoveryStatus: RecoveryStatus { recovery.status(at: replica.generation) }
 
     /// Starts a check of the anchor unless one is under way.
     mutating func checkAnchor() -> [FleetOutput] {
-        guard configuration.collects, !recovery.readingAnchor, recovery.requested == nil else { return [] }
-        recovery.readingAnchor = true
+        guard configuration.collects, recovery.onCheckAnchor() else { return [] }
         return [.readAnchor]
     }
 
     /// A sibling advertised a generation above this device's.
     mutating func heardAhead(_ peer: DeviceID, at generation: UInt64) -> [FleetOutput] {
-        recovery.ahead[peer] = generation
+        recovery.onHeard(peer, ahead: generation)
         return checkAnchor()
     }
 
-    mutating func anchorRead(_ reading: AnchorReading) -> [FleetOutput] {
-        recovery.readingAnchor = false
+    /// The anchor read ended: adopt it, recover from it, or ask a sibling.
+    mutating func onAnchorRead(_ reading: AnchorReading) -> [FleetOutput] {
+        recovery.onAnchorRead()
         switch reading {
         case .found(let anchor):
             guard anchor.header.account == replica.account else { return askSibling(because: "the anchor belongs to another account") }
@@ -131,7 +110,7 @@ extension FleetNode {
                 let outcome = try replica.commit(round: header.round, digest: header.digest, generation: header.generation, knowledge: knowledge)
                 return caughtUp("adopted generation \(header.generation) from the anchor of a round it had acked (\(outcome))")
             }
-            recovery.rolledBack = true
+            recovery.onRolledBack()
             let snapshot = try Snapshot(decoding: anchor.snapshot)
             guard snapshot.generation == header.generation else {
                 return askSibling(because: "the anchor's snapshot is for generation \(snapshot.generation), its header says \(header.generation)")
@@ -147,12 +126,11 @@ extension FleetNode {
 
     /// Asks the sibling furthest ahead for a snapshot, or records why this device is stuck.
     private mutating func askSibling(because reason: String) -> [FleetOutput] {
-        guard let (peer, _) = recovery.ahead.filter({ $0.value > replica.generation }).max(by: { ($0.value, $1.key) < ($1.value, $0.key) }) else {
-            recovery.failure = nil
+        guard let peer = recovery.furthestAhead(of: replica.generation) else {
+            recovery.onNobodyToAsk()
             return []
         }
-        recovery.requested = peer
-        recovery.failure = reason
+        recovery.onAskedForSnapshot(from: peer, because: reason)
         return [
             .send(to: peer, bytes: FrameCodec.encode(.snapshotRequest(generation: replica.generation))),
             .arm(.snapshotWait, afterMilliseconds: configuration.sessionTimeoutMilliseconds),
@@ -161,7 +139,7 @@ extension FleetNode {
     }
 
     /// A sibling behind this device asks for its snapshot.
-    mutating func receive(snapshotRequest generation: UInt64, from peer: DeviceID) -> [FleetOutput] {
+    mutating func onSnapshotRequest(_ generation: UInt64, from peer: DeviceID) -> [FleetOutput] {
         guard configuration.collects, replica.generation > generation else {
             return [.log(FleetEvent(kind: .snapshotDeclined, peer: peer, namespace: nil, message: "a snapshot request from generation \(generation), not behind this device"))]
         }
@@ -185,11 +163,11 @@ extension FleetNode {
         }
     }
 
-    mutating func receive(snapshot sealed: SealedSnapshot, from peer: DeviceID) -> [FleetOutput] {
-        guard configuration.collects, recovery.requested == peer, sealed.generation > replica.generation else {
+    /// A sibling's snapshot, asked for by this device (or not).
+    mutating func onSnapshot(_ sealed: SealedSnapshot, from peer: DeviceID) -> [FleetOutput] {
+        guard configuration.collects, sealed.generation > replica.generation, recovery.onSnapshot(from: peer) else {
             return [.log(FleetEvent(kind: .snapshotDeclined, peer: peer, namespace: nil, message: "an unasked-for snapshot at generation \(sealed.generation)"))]
         }
-        recovery.requested = nil
         do {
             let snapshot = try sealed.open(account: replica.account, keys: accountKeys)
             let outcome = try replica.recover(from: snapshot)
@@ -197,28 +175,16 @@ extension FleetNode {
                 "recovered generation \(snapshot.generation) from a sibling's snapshot (\(outcome.imported) imported, "
                     + "\(outcome.keptLocal) kept from after the restore, \(outcome.dropped) dropped)")
         } catch {
-            recovery.failure = "the sibling's snapshot could not be imported: \(error)"
-            return [.log(FleetEvent(kind: .recoveryFailed, peer: peer, namespace: nil, message: recovery.failure ?? ""))]
+            let failure = "the sibling's snapshot could not be imported: \(error)"
+            recovery.onFailed(failure)
+            return [.log(FleetEvent(kind: .recoveryFailed, peer: peer, namespace: nil, message: failure))]
         }
-    }
-
-    /// A sibling that was asked for a snapshot did not answer in time: ask again next time one is heard ahead.
-    mutating func snapshotRequestExpired() {
-        recovery.requested = nil
     }
 
     private mutating func caughtUp(_ how: String) -> [FleetOutput] {
         // The generation moved past any round this device held for.
-        var released: [FleetOutput] = []
-        if let held = barrier.held {
-            barrier.held = nil
-            released = [.cancel(.barrierHold(epoch: held.epoch))]
-        }
-        barrier.outstanding = nil
-        recovery.failure = nil
-        recovery.rolledBack = false
-        recovery.requested = nil
-        recovery.ahead = recovery.ahead.filter { $0.value > replica.generation }
+        let released: [FleetOutput] = acking.onCaughtUp().map { [.cancel(.barrierHold(epoch: $0.epoch))] } ?? []
+        recovery.onCaughtUp(to: replica.generation)
         // The generation moved: siblings hear it at once, and content reconcile resumes.
         return released + [.log(FleetEvent(kind: .recovered, peer: nil, namespace: nil, message: how))] + noteChange()
     }

@@ -31,32 +31,31 @@ public struct FleetNode {
     public internal(set) var contacts: [AccountID: ContactRoster] = [:]
     /// The channel to each contact's devices (a node with a sibling channel only).
     var contactChannels: [AccountID: SiblingChannel] = [:]
-    var delivery = DeliveryState()
     var random: any RandomNumberGenerator
-
-    private struct SessionKey: Hashable {
-        let peer: DeviceID
-        let namespace: String
-    }
-
-    private struct Session {
-        let id: UInt64
-        /// The device that started it (ties between two simultaneous starts go to the lower id).
-        let initiator: DeviceID
-        var progress = ReconcileEngine.Progress()
-        var epoch: UInt64 = 0
-    }
 
     /// The monotonic time of the latest input (``handle(_:at:)``): durations are
     /// measured on it, never on the wall clock a user may set back.
     public private(set) var monotonicNow: Int64 = 0
 
-    private var sessions: [SessionKey: Session] = [:]
-    private var changePending = false
+    // The sub-machines (Fleet/Machines/), each with its own state and events;
+    // this struct routes inputs to them and does the replica's reads and writes.
+    /// Advertising and reconcile sessions.
+    var sync = ContentSync()
+    /// What this device has heard of each sibling.
+    var siblings = SiblingView()
+    /// The barrier as leader: the round this device leads, its back-off.
+    var leading = BarrierLeader()
+    /// The barrier as member: the last ack this device recorded, and its hold.
+    var acking = BarrierMember()
+    /// The debounce before a round is opened or asked for.
+    var roundDebounce = RoundDebounce()
+    /// Catching up with a fleet whose generation moved past this device.
+    var recovery = RecoveryMachine()
+    /// Conversations' deliveries to contacts: what may go now, and what waits.
+    var delivery = DeliveryGate()
     private var logged: Set<String> = []
+    /// The last epoch handed to a timer that may go stale (sessions, rounds, holds).
     var nextEpoch: UInt64 = 0
-    var barrier = BarrierState()
-    var recovery = RecoveryState()
 
     /// A node whose frames travel sealed (``SiblingChannel``), the only kind an app builds.
     /// - Parameters:
@@ -96,7 +95,7 @@ public struct FleetNode {
     public var peers: [DeviceID] { roster.subtracting([replica.device]).sorted() }
 
     /// Reconcile sessions in progress.
-    public var openSessions: Int { sessions.count }
+    public var openSessions: Int { sync.openSessions }
 
     /// Handles one input, which arrived at `now` on the runtime's monotonic clock
     /// (milliseconds from any origin; a `now` earlier than the last one counts as the last).
@@ -119,19 +118,8 @@ public struct FleetNode {
 
     /// Every invariant that does not hold now (empty when the node is sound).
     func invariantViolations() -> [String] {
-        var broken: [String] = []
-        for key in sessions.keys where !roster.contains(key.peer) || key.peer == replica.device {
-            broken.append("a session with \(key.peer), who is not a sibling")
-        }
-        for peer in barrier.heard.keys where !roster.contains(peer) || peer == replica.device {
-            broken.append("an advertisement kept from \(peer), who is not a sibling")
-        }
-        if let round = barrier.round {
-            if leader != replica.device { broken.append("a round open on a device that does not lead") }
-            if round.members != roster { broken.append("a round open across a roster change") }
-            if !round.acks.keys.allSatisfy(round.members.contains) { broken.append("an ack counted from a device outside the round") }
-        }
-        return broken
+        sync.violations(device: replica.device, roster: roster) + siblings.violations(device: replica.device, roster: roster)
+            + leading.violations(device: replica.device, leader: leader, roster: roster)
     }
 
     /// Seals every frame among `outputs` for its recipient (a node with a
@@ -164,12 +152,14 @@ public struct FleetNode {
     private mutating func step(_ input: FleetInput) -> [FleetOutput] {
         switch input {
         case .start:
-            sessions.removeAll()
-            changePending = false
-            barrier = BarrierState()
-            recovery = RecoveryState()
+            sync.onStart()
+            siblings = SiblingView()
+            leading = BarrierLeader()
+            acking = BarrierMember()
+            roundDebounce = RoundDebounce()
+            recovery = RecoveryMachine()
             // What this device held before it started may have reached a sibling.
-            delivery = DeliveryState()
+            delivery = DeliveryGate()
             noteShared(nil)
             let held = resumeHold()
             // A device alone triggers its own rounds (DESIGN §6); every device checks
@@ -179,19 +169,17 @@ public struct FleetNode {
                 + attemptDeliveries()
         case .timer(.advertise):
             // An ack that could not be read at start is tried again first.
-            let held = barrier.ackUnreadable == nil ? [] : resumeHold()
+            let held = acking.unreadable == nil ? [] : resumeHold()
             return held + advertiseToAll() + [.arm(.advertise, afterMilliseconds: configuration.advertiseIntervalMilliseconds)]
         case .localChange:
             return noteChange() + considerRound()
         case .timer(.changeDebounce):
-            changePending = false
+            sync.onChangeDebounceFired()
             return advertiseToAll() + attemptDeliveries()
         case .timer(.outbox):
             return attemptDeliveries()
         case .timer(.session(let peer, let namespace, let epoch)):
-            let key = SessionKey(peer: peer, namespace: namespace)
-            guard let session = sessions[key], session.epoch == epoch else { return [] }
-            sessions[key] = nil
+            guard sync.onTimer(ContentSync.Key(peer: peer, namespace: namespace), epoch: epoch) else { return [] }
             return [.log(FleetEvent(kind: .sessionTimedOut, peer: peer, namespace: namespace, message: "no reply within \(configuration.sessionTimeoutMilliseconds) ms; dropped"))]
         case .sealed(let bytes):
             guard var channel else {
@@ -207,7 +195,7 @@ public struct FleetNode {
                 if error == .unknownSender {
                     // Not a sibling's: perhaps a contact's delivery.
                     switch openFromContact(bytes) {
-                    case .success(let opened): return receive(contactFrame: opened.frame, from: opened.sender, account: opened.account)
+                    case .success(let opened): return onContactFrame(opened.frame, from: opened.sender, account: opened.account)
                     case .failure(let contactFailure): failure = contactFailure
                     }
                 }
@@ -215,35 +203,35 @@ public struct FleetNode {
                 if case .revokedSender(let device) = failure { return logOnce(.unknownDevice, peer: device, namespace: nil, failure.description) }
                 return logOnce(.rejectedSeal, peer: nil, namespace: nil, failure.description)
             }
-            return receive(opened.frame, from: opened.sender)
+            return onFrame(opened.frame, from: opened.sender)
         case .frame(let peer, let bytes):
             guard channel == nil else {
                 return logOnce(.rejectedSeal, peer: peer, namespace: nil, "an unsealed frame was refused: this node accepts sealed frames only")
             }
-            if !roster.contains(peer), let account = contactAccount(of: peer) { return receive(contactFrame: bytes, from: peer, account: account) }
-            return receive(bytes, from: peer)
+            if !roster.contains(peer), let account = contactAccount(of: peer) { return onContactFrame(bytes, from: peer, account: account) }
+            return onFrame(bytes, from: peer)
         case .timer(.barrierDebounce):
-            return barrierDebounceFired()
+            return onRoundDebounce()
         case .timer(.barrierRound(let epoch)):
-            return barrierRoundExpired(epoch: epoch)
+            return onRoundTimer(epoch: epoch)
         case .timer(.barrierBackoff):
-            return barrierBackoffFired()
+            return onBackoffTimer()
         case let .anchorWritten(round, succeeded):
-            return anchorWritten(round: round, succeeded: succeeded)
+            return onAnchorWritten(round: round, succeeded: succeeded)
         case .anchorRead(let reading):
-            return anchorRead(reading)
+            return onAnchorRead(reading)
         case .timer(.snapshotWait):
-            snapshotRequestExpired()
+            recovery.onSnapshotWaitExpired()
             return []
         case .timer(.barrierHold(let epoch)):
-            return barrierHoldExpired(epoch: epoch)
+            return onHoldTimer(epoch: epoch)
         case let .rosterChanged(members, revoked):
-            return rosterChanged(members, revoked: revoked)
+            return onRosterChanged(members, revoked: revoked)
         case .accountKeysChanged(let keys):
             accountKeys = keys
             return []
         case .contactsChanged(let rosters):
-            return contactsChanged(rosters)
+            return onContactsChanged(rosters)
         case .configurationChanged(let configuration):
             self.configuration = configuration
             return []
@@ -259,9 +247,7 @@ public struct FleetNode {
         do {
             ack = try replica.lastAck()
         } catch {
-            let first = barrier.ackUnreadable == nil
-            barrier.ackUnreadable = "\(error)"
-            guard first else { return [] }
+            guard acking.onRecordedAckUnreadable("\(error)") else { return [] }
             return [
                 .log(FleetEvent(
                     kind: .storageFailed, peer: nil, namespace: nil,
@@ -269,27 +255,24 @@ public struct FleetNode {
                     failure: FleetFailure(error)))
             ]
         }
-        let wasUnreadable = barrier.ackUnreadable != nil
-        barrier.ackUnreadable = nil
         var outputs: [FleetOutput] = []
+        var pending: RoundNonce?
         if let ack, ack.generation > replica.generation {
             nextEpoch += 1
-            barrier.held = (ack.round, nextEpoch)
-            barrier.outstanding = ack.round
-            barrier.answered.insert(ack.round)
+            pending = ack.round
             outputs = [.arm(.barrierHold(epoch: nextEpoch), afterMilliseconds: configuration.barrierRoundMilliseconds)]
         }
+        let wasUnreadable = acking.onRecordedAckRead(pending: pending, epoch: nextEpoch)
         return outputs + (wasUnreadable ? considerRound() : [])
     }
 
-    private mutating func rosterChanged(_ devices: Set<DeviceID>, revoked: Set<DeviceID>) -> [FleetOutput] {
+    private mutating func onRosterChanged(_ devices: Set<DeviceID>, revoked: Set<DeviceID>) -> [FleetOutput] {
         roster = devices.union([replica.device])
         channel?.update(members: roster, revoked: revoked)
-        for key in sessions.keys where !roster.contains(key.peer) { sessions[key] = nil }
-        barrier.heard = barrier.heard.filter { roster.contains($0.key) }
-        // A request is for the leader; one that stopped leading forgets it.
-        if leader != replica.device { barrier.requested = false }
-        guard let round = barrier.round, round.members != roster else { return [] }
+        sync.onRosterChanged(roster)
+        siblings.onRosterChanged(roster)
+        if leader != replica.device { leading.onStoppedLeading() }
+        guard let round = leading.round, round.members != roster else { return [] }
         return failRound("the roster changed during the round", missing: [])
     }
 
@@ -312,14 +295,13 @@ public struct FleetNode {
     }
 
     mutating func noteChange() -> [FleetOutput] {
-        guard !changePending else { return [] }
-        changePending = true
+        guard sync.onChange() else { return [] }
         return [.arm(.changeDebounce, afterMilliseconds: configuration.changeDebounceMilliseconds)]
     }
 
     // MARK: - Receiving
 
-    private mutating func receive(_ bytes: [UInt8], from peer: DeviceID) -> [FleetOutput] {
+    private mutating func onFrame(_ bytes: [UInt8], from peer: DeviceID) -> [FleetOutput] {
         guard roster.contains(peer), peer != replica.device else {
             return logOnce(.unknownDevice, peer: peer, namespace: nil, "a frame from a device that is not on the account's roster was refused")
         }
@@ -329,37 +311,35 @@ public struct FleetNode {
         } catch {
             return logOnce(.rejectedFrame, peer: peer, namespace: nil, "\(error)", failure: FleetFailure(error))
         }
-        let resumed = heardFrom(peer)
+        let resumed = leading.onHeard(from: peer) ? [FleetOutput.cancel(.barrierBackoff)] : []
         switch frame {
-        case .advertisement(let advertisement): return resumed + receive(advertisement, from: peer)
-        case .reconcile(let message): return resumed + receive(message, from: peer)
-        case .gcPropose(let proposal): return resumed + receive(proposal: proposal, from: peer)
-        case .gcAck(let answer): return resumed + receive(answer, from: peer)
-        case .gcCommit(let commit): return resumed + receive(commit: commit, from: peer)
-        case .gcRequest: return resumed + receiveRoundRequest(from: peer)
-        case .snapshotRequest(let generation): return resumed + receive(snapshotRequest: generation, from: peer)
-        case .snapshot(let snapshot): return resumed + receive(snapshot: snapshot, from: peer)
+        case .advertisement(let advertisement): return resumed + onAdvertisement(advertisement, from: peer)
+        case .reconcile(let message): return resumed + onReconcile(message, from: peer)
+        case .gcPropose(let proposal): return resumed + onProposal(proposal, from: peer)
+        case .gcAck(let answer): return resumed + onAck(answer, from: peer)
+        case .gcCommit(let commit): return resumed + onCommit(commit, from: peer)
+        case .gcRequest: return resumed + onRoundRequest(from: peer)
+        case .snapshotRequest(let generation): return resumed + onSnapshotRequest(generation, from: peer)
+        case .snapshot(let snapshot): return resumed + onSnapshot(snapshot, from: peer)
         case .delivery: return resumed + logOnce(.rejectedFrame, peer: peer, namespace: nil, "a delivery came from a device of this account; deliveries come from contacts only")
         }
     }
 
-    private mutating func receive(_ advertisement: Advertisement, from peer: DeviceID) -> [FleetOutput] {
-        barrier.heard[peer] = advertisement
-        delivery.heardAt[peer] = monotonicNow
-        if (try? self.advertisement()) == advertisement { barrier.agreedAt[peer] = monotonicNow }
+    private mutating func onAdvertisement(_ advertisement: Advertisement, from peer: DeviceID) -> [FleetOutput] {
+        siblings.onAdvertisement(advertisement, from: peer, agreeing: (try? self.advertisement()) == advertisement, at: monotonicNow)
         guard advertisement.generation == replica.generation else {
             var outputs: [FleetOutput] = []
             if advertisement.generation > replica.generation {
                 outputs = heardAhead(peer, at: advertisement.generation)
             } else {
-                recovery.ahead[peer] = nil
+                recovery.onHeard(peer, ahead: nil)
             }
             // 001 §7: pulling across a generation gap is the operation that would resurrect.
             return outputs + logOnce(
                 .generationGap, peer: peer, namespace: nil,
                 "peer is at generation \(advertisement.generation), this device at \(replica.generation); no content reconcile either way")
         }
-        recovery.ahead[peer] = nil
+        recovery.onHeard(peer, ahead: nil)
         var outputs: [FleetOutput] = []
         let theirs = Dictionary(advertisement.roots.map { ($0.namespace, $0.digest) }, uniquingKeysWith: { first, _ in first })
         var allEqual = true
@@ -397,96 +377,6 @@ public struct FleetNode {
         }
         // What waited goes after the settling moment, if every sibling heard from still agrees then.
         return outputs + (agreedWhileWaiting ? [.arm(.outbox, afterMilliseconds: configuration.deliverySettleMilliseconds)] : [])
-    }
-
-    private mutating func startSession(with peer: DeviceID, namespace declaration: NamespaceDeclaration) -> [FleetOutput] {
-        let key = SessionKey(peer: peer, namespace: declaration.name)
-        guard sessions[key] == nil else { return [] }
-        do {
-            let source = try NamespaceSync(replica: replica, declaration: declaration)
-            var session = Session(id: random.next(), initiator: replica.device)
-            let opening = try ReconcileEngine.opening(session: session.id, generation: replica.generation, source: source)
-            let timer = armTimer(for: key, &session)
-            sessions[key] = session
-            return [
-                .send(to: peer, bytes: FrameCodec.encode(.reconcile(opening))), timer,
-                .log(FleetEvent(kind: .sessionStarted, peer: peer, namespace: declaration.name, message: "roots differ")),
-            ]
-        } catch {
-            return [.log(FleetEvent.failed(.rejectedRecords, peer: peer, namespace: declaration.name, "could not start a reconcile: \(error)", error))]
-        }
-    }
-
-    /// Between its ack (or, leading, its proposal) and the round's end, a device
-    /// applies no sibling's records (``BarrierState/held``): it starts no reconcile
-    /// and answers reconcile steps with an empty one that ends the peer's session.
-    var isHoldingRecords: Bool { barrier.round != nil || barrier.held != nil || barrier.ackUnreadable != nil }
-
-    private mutating func receive(_ message: ReconcileMessage, from peer: DeviceID) -> [FleetOutput] {
-        guard !isHoldingRecords else {
-            // An empty step ends the peer's session now rather than at its timeout;
-            // this device advertises when the round ends, and the reconcile starts again.
-            let end = ReconcileMessage(session: message.session, namespace: message.namespace, kind: message.kind, generation: message.generation)
-            return (message.needsReply ? [.send(to: peer, bytes: FrameCodec.encode(.reconcile(end)))] : [])
-                + logOnce(.reconcileHeld, peer: peer, namespace: message.namespace, "a barrier round is open; records wait until it ends")
-        }
-        guard let declaration = try? replica.declaration(of: message.namespace), declaration.kind == message.kind else {
-            return logOnce(.undeclaredNamespace, peer: peer, namespace: message.namespace, "a reconcile for a namespace not declared here as \(message.kind) was refused")
-        }
-        guard message.generation == replica.generation else {
-            return logOnce(
-                .generationGap, peer: peer, namespace: message.namespace,
-                "reconcile at generation \(message.generation) refused at generation \(replica.generation)")
-        }
-        let key = SessionKey(peer: peer, namespace: message.namespace)
-        var session: Session
-        if let existing = sessions[key], existing.id == message.session {
-            session = existing
-        } else if let existing = sessions[key], existing.initiator == replica.device, replica.device < peer {
-            // Both started at once: the session of the lower device id goes on; the peer adopts it.
-            _ = existing
-            return []
-        } else {
-            session = Session(id: message.session, initiator: peer)
-        }
-        // Records may come in now: an ack whose commit never came stops vouching for this content.
-        let withdrawn = withdrawOutstandingAck()
-        do {
-            let source = try NamespaceSync(replica: replica, declaration: declaration)
-            let before = session.progress.changed
-            let reply = try ReconcileEngine.respond(to: message, source: source, progress: &session.progress)
-            var outputs: [FleetOutput] = withdrawn
-            if session.progress.changed > before { outputs += noteChange() }
-            // A reply that asks nothing back ends the session here; with nothing to
-            // say at all, an empty reply tells a peer that is waiting that it is over.
-            let outgoing = reply ?? (message.needsReply ? ReconcileMessage(session: message.session, namespace: message.namespace, kind: message.kind, generation: message.generation) : nil)
-            if let outgoing {
-                // A conversation's records left for a sibling: what they carry may be deleted there.
-                if outgoing.kind == .messages, !outgoing.records.isEmpty || outgoing.tombstones?.isEmpty == false { noteShared(outgoing.namespace) }
-                outputs.append(.send(to: peer, bytes: FrameCodec.encode(.reconcile(outgoing))))
-            }
-            if let outgoing, outgoing.needsReply {
-                outputs.append(armTimer(for: key, &session))
-                sessions[key] = session
-            } else {
-                sessions[key] = nil
-                if session.epoch > 0 { outputs.append(.cancel(.session(peer: peer, namespace: message.namespace, epoch: session.epoch))) }
-                outputs.append(
-                    .log(FleetEvent(kind: .sessionFinished, peer: peer, namespace: message.namespace, message: "\(session.progress.changed) rows changed here, \(session.progress.conflicts) conflicts")))
-                // What this device holds may now equal what its siblings last advertised.
-                outputs += considerRound()
-            }
-            return outputs
-        } catch {
-            sessions[key] = nil
-            return withdrawn + [.log(FleetEvent.failed(.rejectedRecords, peer: peer, namespace: message.namespace, "reconcile refused: \(error)", error))]
-        }
-    }
-
-    private mutating func armTimer(for key: SessionKey, _ session: inout Session) -> FleetOutput {
-        nextEpoch += 1
-        session.epoch = nextEpoch
-        return .arm(.session(peer: key.peer, namespace: key.namespace, epoch: nextEpoch), afterMilliseconds: configuration.sessionTimeoutMilliseconds)
     }
 
     /// Logs a rejection the first time it happens for this peer, namespace and reason.

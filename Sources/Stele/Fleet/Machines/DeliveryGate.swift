@@ -1,0 +1,88 @@
+/// Where this device's deliveries to contacts stand, as a state machine without
+/// I/O: per conversation, the gate is open or waiting (since the count of
+/// agreements when the wait began). ``FleetNode`` reads the outbox and sends.
+///
+/// The gate (issue 7: "an unsent-for-everyone message that was never delivered
+/// is never delivered afterwards by any of your devices, even one that was
+/// offline when you deleted it"). The duty is derived from the folded ops
+/// (000 §6 "reconcileOutboxDuty"), so a delete cancels it on every device the
+/// delete reaches; a device that has not heard of the delete yet still owes the
+/// message. So a device delivers at once only what no sibling can have deleted:
+/// a message it posted after it last let message records out to a sibling (a
+/// reconcile reply, a snapshot, an anchor), and whatever carries no text (a
+/// recall, a reaction, a receipt). Posts and edits of any other message wait
+/// until this device has found its conversation equal to a sibling's after the
+/// wait began, and then a moment more
+/// (``FleetConfiguration/deliverySettleMilliseconds``) in which every sibling
+/// heard from lately still holds what it holds: a sibling that came back at the
+/// same moment as the one agreeing may be the one bringing the delete. By then
+/// the delete has arrived from any sibling that holds it and can talk, and the
+/// duty is recomputed from the fold. A sibling that deleted and has not synced
+/// with anyone since, while every sibling this device can reach has not heard
+/// of it, cannot be waited for without a device that is always reachable (the
+/// hub, later): README "Conversations" states it.
+///
+/// ```
+/// open ──a post or edit a sibling may hold is owed──▶ waiting(since: agreements)
+/// waiting ──an agreement after `since`, settled, siblings still equal──▶ open (released)
+/// waiting ──nothing owed any more──▶ open
+/// ```
+/// ARCHITECTURE.md has the whole table.
+struct DeliveryGate {
+    /// This device's hybrid clock when it last let a conversation's records out
+    /// to a sibling, per conversation; a message it posted later exists nowhere else.
+    private var sharedThrough: [String: Int64] = [:]
+    /// The same for every conversation at once (the start, a snapshot, an anchor):
+    /// before the node starts, everything counts as shared.
+    private var floor: Int64 = .max
+    /// Times a sibling's advertisement showed the conversation's root equal to this device's.
+    private var agreements: [String: UInt64] = [:]
+    /// When (the runtime's monotonic clock) the latest agreement on each conversation was seen.
+    private var agreedAt: [String: Int64] = [:]
+    /// Conversations whose older ops wait for an agreement: the count when the wait began.
+    private var waiting: [String: UInt64] = [:]
+
+    /// What counts as shared with siblings in `conversation`: ops made after it exist here only.
+    func shared(_ conversation: String) -> Int64 {
+        max(sharedThrough[conversation] ?? floor, floor)
+    }
+
+    /// When a sibling agreed on `conversation` after its wait began, if one did.
+    func agreedSinceWaitBegan(_ conversation: String) -> Int64? {
+        guard let since = waiting[conversation], agreements[conversation, default: 0] > since else { return nil }
+        return agreedAt[conversation]
+    }
+
+    // MARK: - Events
+
+    /// Records of `conversation` (`nil`: of every one) left for a sibling at `clock`.
+    mutating func onShared(_ conversation: String?, at clock: Int64) {
+        if let conversation {
+            sharedThrough[conversation] = clock
+        } else {
+            floor = clock
+            sharedThrough.removeAll()
+        }
+    }
+
+    /// A sibling's advertisement showed `conversation` equal here at `now`:
+    /// `true` when something waits for that (then the settling timer is armed).
+    mutating func onAgreement(on conversation: String, at now: Int64) -> Bool {
+        agreements[conversation, default: 0] += 1
+        agreedAt[conversation] = now
+        return waiting[conversation] != nil
+    }
+
+    /// What waited in `conversation` went out, or nothing is owed there any more (waiting → open).
+    mutating func onOpened(_ conversation: String) {
+        waiting[conversation] = nil
+    }
+
+    /// Posts or edits a sibling may hold are owed in `conversation` and may not go
+    /// yet: `true` when the wait begins now (open → waiting).
+    mutating func onHeldBack(_ conversation: String) -> Bool {
+        guard waiting[conversation] == nil else { return false }
+        waiting[conversation] = agreements[conversation, default: 0]
+        return true
+    }
+}
