@@ -12,7 +12,7 @@
 /// ARCHITECTURE.md has the whole table (states × events → next state, effects).
 struct BarrierLeader {
     /// A round this device leads.
-    struct Round {
+    struct Round: Equatable {
         let proposal: BarrierProposal
         /// The roster when the round opened: a change before commit aborts it.
         let members: Set<DeviceID>
@@ -38,7 +38,7 @@ struct BarrierLeader {
         var isComplete: Bool { Set(acks.keys) == members }
     }
 
-    enum State {
+    enum State: Equatable {
         /// No round. `earlyRetry`: the last back-off was cut short by a device it waited for.
         case idle(earlyRetry: Bool)
         /// A round is open and acks come in.
@@ -121,7 +121,7 @@ struct BarrierLeader {
         state = .anchoring(round, agreed: digest)
     }
 
-    enum AnchorOutcome {
+    enum AnchorOutcome: Equatable {
         /// No round of that nonce awaits its anchor: it was abandoned while the write was slow.
         case abandoned
         /// The write failed: the caller fails the round (``onRoundFailed(missing:backoff:maximum:)``).
