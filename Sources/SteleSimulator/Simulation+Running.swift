@@ -176,18 +176,17 @@ extension Simulation {
         guard canReach(from, to) else { return }
         statistics.frames += 1
         statistics.bytes += bytes.count
-        if random.chance(network.lossPercent) {
+        guard case .delivered(let delays) = virtualNetwork.fate(using: &random) else {
             count("loss")
             return
         }
         // The oracle sees what a frame carries (it knows every device's keys); the
         // device sees only the sealed bytes.
         let plain = opened ?? device(id: to)?.openAny(bytes)?.frame ?? []
-        queue.push(.deliver(from: from, to: to, sealed: bytes, plain: plain), at: now + random.value(in: network.delayMilliseconds))
-        if random.chance(network.duplicatePercent) {
-            count("dup")
-            queue.push(.deliver(from: from, to: to, sealed: bytes, plain: plain), at: now + random.value(in: network.delayMilliseconds))
+        for delay in delays {
+            queue.push(.deliver(from: from, to: to, sealed: bytes, plain: plain), at: now + delay)
         }
+        if delays.count > 1 { count("dup") }
     }
 
     /// A device of the own account wrote receipts for a contact's delivery and
@@ -235,7 +234,7 @@ extension Simulation {
                 let detail = "\(source.name) delivered its text to \(target.name) at \(now) ms, after \(deleted.device) deleted it for everyone at \(deleted.time) ms and before it was ever delivered"
                 // The promise (README "Conversations"): no device delivers it once the
                 // delete could have reached it from the device that made it.
-                let since = reachableSince[Self.pairKey(source.name, deleted.device)]
+                let since = device(deleted.device).flatMap { virtualNetwork.reachable(source.id, $0.id) }
                 let deleter = device(deleted.device)
                 let deleterHoldsIt = deleter.map { (try? $0.replica.messages(namespace).message(record.message))??.scope == .everyone } ?? false
                 if deleterHoldsIt, let since, now - max(since, deleted.time) >= Self.leakReachMilliseconds {

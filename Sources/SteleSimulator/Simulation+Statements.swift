@@ -8,7 +8,8 @@ extension Simulation {
     /// what a refused write or an unsettled fleet means differs between a
     /// scenario (a failure) and a randomized run (part of the story).
     /// - Throws: what the simulation throws, or ``SimulationInputError`` for a
-    ///   statement that is the caller's, or a restore from a backup never taken.
+    ///   statement that is the caller's, a restore from a backup never taken, a
+    ///   device never added, or network conditions out of range.
     func apply(_ statement: Statement) throws {
         switch statement {
         case .fleet(let names):
@@ -24,19 +25,20 @@ extension Simulation {
         case let .conversation(namespace, contact):
             try addConversation(namespace, with: contact)
         case .offline(let names):
-            for name in names { setOnline(name, false) }
+            for name in names { try setOnline(name, false) }
         case .online(let names):
-            for name in names { setOnline(name, true) }
+            for name in names { try setOnline(name, true) }
         case let .partition(left, right):
-            partition([left, right])
+            try partition([left, right])
         case .heal:
             heal()
         case .networkLoss(let percent):
-            network.lossPercent = percent
+            network = try VirtualNetwork.Conditions(delayMilliseconds: network.delayMilliseconds, lossPercent: percent, duplicatePercent: network.duplicatePercent)
         case .networkDuplicate(let percent):
-            network.duplicatePercent = percent
+            network = try VirtualNetwork.Conditions(delayMilliseconds: network.delayMilliseconds, lossPercent: network.lossPercent, duplicatePercent: percent)
         case let .networkDelay(low, high):
-            network.delayMilliseconds = low...high
+            guard low <= high else { throw SimulationInputError(message: "the network delay's minimum (\(low) ms) is above its maximum (\(high) ms)") }
+            network = try VirtualNetwork.Conditions(delayMilliseconds: low...high, lossPercent: network.lossPercent, duplicatePercent: network.duplicatePercent)
         case .advance(let milliseconds):
             advance(byMilliseconds: milliseconds)
         case .gc(let allowed):

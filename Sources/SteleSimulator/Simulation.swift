@@ -11,15 +11,6 @@ import Stele
 /// Everything random (delays, loss, duplication) comes from one seed, so the same
 /// seed replays the same run, which ``eventLogHash`` proves.
 public final class Simulation {
-    /// How the network behaves.
-    public struct Network: Sendable, Equatable {
-        public var delayMilliseconds: ClosedRange<Int64> = 5...40
-        public var lossPercent: Double = 0
-        public var duplicatePercent: Double = 0
-
-        public init() {}
-    }
-
     /// What happened, counted.
     public struct Statistics: Sendable, Equatable {
         public var frames = 0
@@ -35,7 +26,13 @@ public final class Simulation {
     public let seed: UInt64
     public let account: AccountID
     public internal(set) var now: Int64 = 0
-    public var network = Network()
+    /// The network between the devices: conditions, partitions, reachability.
+    public internal(set) var virtualNetwork = VirtualNetwork()
+    /// How the network behaves (delay, loss, duplication); `heal` restores perfect conditions.
+    public var network: VirtualNetwork.Conditions {
+        get { virtualNetwork.conditions }
+        set { virtualNetwork.conditions = newValue }
+    }
     public let oracle = Oracle()
     public internal(set) var statistics = Statistics()
     /// The nodes' configuration; collection (`gc on`) is on unless switched off.
@@ -76,7 +73,7 @@ public final class Simulation {
     /// The namespaces every device declares.
     public internal(set) var namespaces: [(name: String, kind: NamespaceKind)] = []
     /// Groups of devices that can reach each other (`nil`: no partition).
-    public internal(set) var partition: [Set<DeviceID>]?
+    public var partition: [Set<DeviceID>]? { virtualNetwork.partition }
     /// A timeline of what happened, for reports.
     public internal(set) var timeline: [TimelineEntry] = []
 
@@ -99,9 +96,6 @@ public final class Simulation {
     let contactOracle = Oracle()
     /// When each message's text first reached a contact's device, by "namespace/message".
     var reachedContact: [String: Int64] = [:]
-    /// Since when two devices of the own account have been able to reach each
-    /// other without a break, by their names joined with "|" in order.
-    var reachableSince: [String: Int64] = [:]
     /// How long the device that deleted a message must have been within the
     /// deliverer's reach for a delivery of its text to count as a leak: long
     /// enough for any fault mix to let the delete through by reconcile.

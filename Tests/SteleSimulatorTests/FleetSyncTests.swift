@@ -12,14 +12,14 @@ import TestSupport
         let simulation = try Simulation(seed: seed)
         for namespace in Workload.namespaces { try simulation.declare(namespace.name, namespace.kind) }
         for index in 0..<count { try simulation.addDevice("d\(index)") }
-        for device in simulation.devices { simulation.setOnline(device.name, false) }
+        for device in simulation.devices { try simulation.setOnline(device.name, false) }
         var random = SplitMix64(seed: seed)
         var workload = Workload(keys: 25)
         for _ in 0..<steps {
             simulation.advance(byMilliseconds: random.value(in: 0...50))
             simulation.perform(simulation.devices.randomElement(using: &random)!.name, workload.next(&random))
         }
-        for device in simulation.devices { simulation.setOnline(device.name, true) }
+        for device in simulation.devices { try simulation.setOnline(device.name, true) }
         return simulation
     }
 
@@ -78,10 +78,10 @@ import TestSupport
         #expect(simulation.sync() == nil)
         let iPad = try #require(simulation.device("ipad")).replica
         #expect(try iPad.log("memory").live(group: "C").count == 4)
-        simulation.setOnline("ipad", false)
+        try simulation.setOnline("ipad", false)
         simulation.perform("phone", .bury(namespace: "memory", group: "C"))
         simulation.advance(byMilliseconds: 120_000)
-        simulation.setOnline("ipad", true)
+        try simulation.setOnline("ipad", true)
         #expect(simulation.sync() == nil)
         for device in simulation.devices {
             #expect(try device.replica.log("memory").live(group: "C").isEmpty)
@@ -99,7 +99,7 @@ import TestSupport
         try simulation.addDevice("b")
         simulation.perform("a", .put(namespace: "notes", key: "k", value: "1"))
         #expect(simulation.sync() == nil)
-        simulation.partition([["a"], ["b"]])
+        try simulation.partition([["a"], ["b"]])
         simulation.perform("a", .delete(namespace: "notes", key: "k"))
         simulation.perform("b", .delete(namespace: "notes", key: "k"))
         let (a, b) = (try #require(simulation.device("a")).replica, try #require(simulation.device("b")).replica)
@@ -120,7 +120,7 @@ import TestSupport
         try simulation.addDevice("b")
         simulation.perform("a", .put(namespace: "notes", key: "note", value: "v1"))
         #expect(simulation.sync() == nil)
-        simulation.partition([["a"], ["b"]])
+        try simulation.partition([["a"], ["b"]])
         simulation.perform("a", .put(namespace: "notes", key: "note", value: "v2"))
         simulation.perform("b", .delete(namespace: "notes", key: "note"))
         simulation.heal()

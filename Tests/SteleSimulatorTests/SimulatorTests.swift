@@ -228,10 +228,10 @@ import TestSupport
         #expect(simulation.perform("a", .post(namespace: "chat", message: "m1", text: "hello")))
         #expect(simulation.sync() == nil)
         if broken { simulation.tamper = Self.droppingTombstones }
-        simulation.setOnline("b", false)
+        try simulation.setOnline("b", false)
         #expect(simulation.perform("a", .edit(namespace: "chat", message: "m1", text: "edited")))
         #expect(simulation.perform("a", .unsend(namespace: "chat", message: "m1", scope: .everyone)))
-        simulation.setOnline("b", true)
+        try simulation.setOnline("b", true)
         let settled = simulation.sync(limitMilliseconds: 600_000)
         if broken {
             #expect(settled != nil)
@@ -253,7 +253,7 @@ import TestSupport
         for name in devices { try simulation.addDevice(name) }
         try simulation.addContact("bob", devices: ["bob-phone"])
         try simulation.addConversation("chat", with: "bob")
-        simulation.setOnline("bob-phone", false)
+        try simulation.setOnline("bob-phone", false)
         #expect(simulation.perform("laptop", .post(namespace: "chat", message: "m1", text: "meet at nine")))
         #expect(simulation.sync() == nil)
         return simulation
@@ -267,7 +267,7 @@ import TestSupport
     @Test(arguments: [false, true])
     func theOracleCatchesAMessageDeliveredAfterItWasUnsent(broken: Bool) throws {
         let simulation = try Self.laptopPostsWhileBobIsAway(seed: 16, devices: ["phone", "laptop"])
-        simulation.setOnline("laptop", false)
+        try simulation.setOnline("laptop", false)
         #expect(simulation.perform("phone", .unsend(namespace: "chat", message: "m1", scope: .everyone)))
         #expect(simulation.sync() == nil)
         if broken {
@@ -281,9 +281,9 @@ import TestSupport
         }
         // The laptop and the phone talk for longer than it takes any delete to
         // get through; then Bob is reachable.
-        simulation.setOnline("laptop", true)
+        try simulation.setOnline("laptop", true)
         simulation.advance(byMilliseconds: Simulation.leakReachMilliseconds + 60_000)
-        simulation.setOnline("bob-phone", true)
+        try simulation.setOnline("bob-phone", true)
         simulation.advance(byMilliseconds: 120_000)
         let bobSees = try simulation.device("bob-phone")?.replica.messages("chat").message("m1")
         if broken {
@@ -305,20 +305,20 @@ import TestSupport
     /// oracle counts it apart, as a leak at the limit, not as a failure.
     @Test func aDeleteWhoseDeviceWentAwayAtOnceIsTheLimitNotAFailure() throws {
         let simulation = try Self.laptopPostsWhileBobIsAway(seed: 17, devices: ["phone", "laptop", "tablet"])
-        simulation.setOnline("laptop", false)
-        simulation.setOnline("tablet", false)
+        try simulation.setOnline("laptop", false)
+        try simulation.setOnline("tablet", false)
         #expect(simulation.perform("phone", .unsend(namespace: "chat", message: "m1", scope: .everyone)))
-        simulation.setOnline("phone", false)
-        simulation.setOnline("laptop", true)
-        simulation.setOnline("tablet", true)
-        simulation.setOnline("bob-phone", true)
+        try simulation.setOnline("phone", false)
+        try simulation.setOnline("laptop", true)
+        try simulation.setOnline("tablet", true)
+        try simulation.setOnline("bob-phone", true)
         simulation.advance(byMilliseconds: 120_000)
         #expect(try simulation.device("bob-phone")?.replica.messages("chat").message("m1")?.body == Array("meet at nine".utf8))
         #expect(simulation.oracle.leaksAtTheLimit == 1, "\(simulation.oracle.findings)")
         #expect(simulation.oracle.resurrections == 0, "\(simulation.oracle.findings)")
         // The phone comes back: the recall reaches Bob, whose copy loses its text
         // (and, Bob's account being one device, is soon collected altogether).
-        simulation.setOnline("phone", true)
+        try simulation.setOnline("phone", true)
         #expect(simulation.sync() == nil)
         simulation.advance(byMilliseconds: 120_000)
         let bobSees = try simulation.device("bob-phone")?.replica.messages("chat").message("m1")
@@ -337,10 +337,10 @@ import TestSupport
         for key in ["x", "y", "z"] { simulation.perform("a", .put(namespace: "notes", key: key, value: "live")) }
         #expect(simulation.sync() == nil)
         if broken { simulation.tamper = Self.droppingTombstones }
-        simulation.setOnline("b", false)
+        try simulation.setOnline("b", false)
         simulation.perform("a", .delete(namespace: "notes", key: "x"))
         simulation.perform("a", .delete(namespace: "notes", key: "y"))
-        simulation.setOnline("b", true)
+        try simulation.setOnline("b", true)
         let settled = simulation.sync(limitMilliseconds: 600_000)
         if broken {
             // It never settles (the digests differ forever), so check the stores as they stand.
