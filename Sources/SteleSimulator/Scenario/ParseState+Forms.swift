@@ -31,6 +31,9 @@ extension ParseState {
         let slot: Int
         /// Fixed words of the form that the line misspelled on the way.
         var misspelled: [(token: Int, keyword: String)] = []
+
+        /// The line has the form's shape, but for misspelled keywords.
+        var fitsButForMisspelling: Bool { reason == .mismatch && slot == form.slots.count }
     }
 
     mutating func statement(in forms: [StatementForm], _ tokens: ArraySlice<Token>, subject: String?) throws -> Statement {
@@ -54,8 +57,17 @@ extension ParseState {
             try form.check?(&self, arguments)
             return form.build(arguments)
         }
+        // Forms that broke off, ranked strictly (a form read by shape reads so here too).
+        let misses = forms.compactMap { form in
+            if case .failure(let error) = shape(form, tokens, strict: true) { error.miss } else { nil }
+        }
+        // A form the line fits but for a misspelled keyword says more than an
+        // argument that failed in a form read by shape: `expect a n count aabsent`.
+        if let fit = misses.first(where: \.fitsButForMisspelling), let misspelling = fit.misspelled.first {
+            throw Message("unexpected word \(tokens[misspelling.token].text); did you mean '\(misspelling.keyword)'?; write \(fit.form.usage)")
+        }
         if let failure { throw failure.message }
-        throw missMessage(forms, tokens)
+        throw missMessage(forms, misses, tokens)
     }
 
     /// Matches the line's words against the form's slots after its path:
@@ -120,6 +132,11 @@ extension ParseState {
         Spelling.editDistance(word, keyword) <= min(2, keyword.count - 1)
     }
 
+    /// `"; did you mean 'x'?"` for a near misspelling of a fixed word, or nothing.
+    static func hint(_ word: String, in keywords: [String]) -> String {
+        Spelling.hint(word, in: keywords.filter { isNear(word, $0) })
+    }
+
     /// The line's words checked as what `slot` takes.
     /// - Throws: ``ScenarioParser/Message`` naming the word and what it should be.
     func argument(_ slot: Slot, _ tokens: ArraySlice<Token>) throws -> Argument {
@@ -161,15 +178,9 @@ extension ParseState {
     }
 
     /// Why no form has the line's shape, from the forms that read furthest.
-    func missMessage(_ forms: [StatementForm], _ tokens: ArraySlice<Token>) -> Message {
-        let misses = forms.map { form in
-            guard case .failure(let error) = shape(form, tokens, strict: true) else { preconditionFailure("a form fits only when strict") }
-            return error.miss
-        }
-        // A form the line fits but for a misspelled keyword beats any that breaks off.
-        let fits = misses.filter { $0.reason == .mismatch && $0.slot == $0.form.slots.count }
+    func missMessage(_ forms: [StatementForm], _ misses: [Miss], _ tokens: ArraySlice<Token>) -> Message {
         let furthest = misses.map(\.consumed).max() ?? 0
-        let best = fits.isEmpty ? misses.filter { $0.consumed == furthest } : [fits[0]]
+        let best = misses.filter { $0.consumed == furthest }
         let first = best[0]
         let usages = Slot.list(best.map(\.form.usage), "or")
         let token = tokens.dropFirst(first.consumed).first
@@ -192,13 +203,13 @@ extension ParseState {
             var seen: Set<String> = []
             let tails = best.map { Slot.usage($0.form.slots[$0.slot...]) }.filter { seen.insert($0).inserted }
             let next = slots.compactMap { $0 }.flatMap(\.words)
-            return Message("end with \(Slot.list(tails, "or"))" + (token.map { Spelling.hint($0.text, in: next) } ?? ""))
+            return Message("end with \(Slot.list(tails, "or"))" + (token.map { Self.hint($0.text, in: next) } ?? ""))
         }
     }
 
     /// The word at `slot` is not what it takes.
     private func mismatchMessage(_ slot: Slot, _ token: Token, _ form: StatementForm, _ usages: String) -> Message {
-        let hint = Spelling.hint(token.text, in: slot.words)
+        let hint = Self.hint(token.text, in: slot.words)
         switch slot.kind {
         case .choice(let words, let noun?):
             return Message("unknown \(noun) \(token.text)" + hint + "; use \(Slot.list(words, "or"))")

@@ -60,7 +60,7 @@ struct ParseState {
     /// forms here would read (a declared namespace), but close to a keyword:
     /// `expect a sttus current`.
     private func isMisspelledKeyword(_ tokens: [Token], at index: Int, in node: ScenarioGrammar.Node) -> Bool {
-        guard index < tokens.count, !node.keywords.isEmpty, Spelling.closest(tokens[index].text, in: node.words) != nil else { return false }
+        guard index < tokens.count, node.words.contains(where: { Self.isNear(tokens[index].text, $0) }) else { return false }
         let first = grammar.forms[node.forms[0]].slots[grammar.forms[node.forms[0]].pathLength]
         return (try? argument(first, tokens[index...index])) == nil
     }
@@ -95,13 +95,13 @@ struct ParseState {
             return Message("unknown statement \(word)" + Spelling.hint(word, in: here.words + devices))
         }
         if here.path.count == 1, here.startsWithDevice {
-            return Message("unknown action \(word) for device \(said)" + Spelling.hint(word, in: here.words) + "; use \(here.words.joined(separator: ", "))")
+            return Message("unknown action \(word) for device \(said)" + Self.hint(word, in: here.words) + "; use \(here.words.joined(separator: ", "))")
         }
         if let subject = here.subject {
             let words = here.words + grammar.nodes[subject].words
             return Message("unknown device \(word)" + Spelling.hint(word, in: Array(devices) + words) + "; write \(continuations)")
         }
-        let hint = Spelling.hint(word, in: here.words)
+        let hint = Self.hint(word, in: here.words)
         // Where forms read the rest too, the list would be every form under here: the hint says enough.
         return Message("unknown word \(word) after \(said)" + hint + (here.forms.isEmpty ? "; write: \(continuations)" : ""))
     }

@@ -24,6 +24,13 @@ struct StatementForm: Sendable {
         _ slots: Slot..., needs: String? = nil, check: (@Sendable (inout ParseState, Arguments) throws -> Void)? = nil,
         build: @escaping @Sendable (Arguments) -> Statement, print arguments: @escaping @Sendable (Statement) -> [Argument]?
     ) {
+        self.init(slots, needs: needs, check: check, build: build, print: arguments)
+    }
+
+    init(
+        _ slots: [Slot], needs: String? = nil, check: (@Sendable (inout ParseState, Arguments) throws -> Void)? = nil,
+        build: @escaping @Sendable (Arguments) -> Statement, print arguments: @escaping @Sendable (Statement) -> [Argument]?
+    ) {
         self.slots = slots
         self.needs = needs
         self.check = check
@@ -54,20 +61,19 @@ struct StatementForm: Sendable {
     /// The line that writes `arguments` in this form, from slot `start` on
     /// (`1` leaves out the first word: the device of an operation, or `expect`).
     func line(_ arguments: [Argument], from start: Int = 0) -> String {
+        words(arguments).dropFirst(start).joined(separator: " ")
+    }
+
+    /// What each slot writes for `arguments`: a keyword, or an argument as the line writes it.
+    func words(_ arguments: [Argument]) -> [String] {
         var remaining = arguments[...]
-        var words: [String] = []
-        for (index, slot) in slots.enumerated() {
-            let text: String
-            if let keyword = slot.keyword {
-                text = keyword
-            } else {
-                guard let argument = remaining.popFirst() else { preconditionFailure("\(usage) prints with too few arguments") }
-                text = slot.print(argument)
-            }
-            if index >= start { words.append(text) }
+        let words = slots.map { slot in
+            if let keyword = slot.keyword { return keyword }
+            guard let argument = remaining.popFirst() else { preconditionFailure("\(usage) prints with too few arguments") }
+            return slot.print(argument)
         }
         precondition(remaining.isEmpty, "\(usage) prints with too many arguments")
-        return words.joined(separator: " ")
+        return words
     }
 }
 
