@@ -23,25 +23,9 @@ public enum WorkloadOperation: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    /// The operation as a scenario writes it after the device's name.
-    public var description: String {
-        switch self {
-        case let .put(namespace, key, value): "put \(namespace) \(key) \(Self.quoted(value))"
-        case let .delete(namespace, key): "delete \(namespace) \(key)"
-        case let .append(namespace, group, value): "append \(namespace) \(group) \(Self.quoted(value))"
-        case let .bury(namespace, group): "bury \(namespace) \(group)"
-        case let .post(namespace, message, text): "post \(namespace) \(message) \(Self.quoted(text))"
-        case let .edit(namespace, message, text): "edit \(namespace) \(message) \(Self.quoted(text))"
-        case let .unsend(namespace, message, scope): "unsend \(namespace) \(message) \(scope == .everyone ? "everyone" : "me")"
-        case let .react(namespace, message, emoji): "react \(namespace) \(message) \(emoji)"
-        case let .unreact(namespace, message, emoji): "unreact \(namespace) \(message) \(emoji)"
-        }
-    }
-
-    /// A value in scenario quotes, with `\"` and `\\` escaped.
-    static func quoted(_ value: String) -> String {
-        "\"" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
-    }
+    /// The operation as a scenario writes it after the device's name (the
+    /// ``ScenarioGrammar`` row of `D put NS KEY VALUE` and its siblings prints it).
+    public var description: String { ScenarioGrammar.standard.line(for: .operation(device: "", self), from: 1) }
 
     var hashValueStable: Int { description.hashValueStable }
 }

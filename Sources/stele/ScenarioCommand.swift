@@ -7,6 +7,15 @@ import SteleSimulator
 enum ScenarioCommand {
     static let usage = "usage: stele scenario FILE... [--seed N] [--quiet] [--trace]"
 
+    /// The usage, then every statement a scenario file may hold, one form a line.
+    static let help = """
+        \(usage)
+
+        Each line of a scenario is one statement (SCENARIOS.md); # starts a comment.
+        Statements:
+        \(ScenarioGrammar.usage.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n"))
+        """
+
     static func run(_ arguments: [String]) throws {
         let parsed = try ParsedArguments(arguments, flags: ["--quiet", "--trace"], options: ["--seed"], usage: usage)
         guard !parsed.positionals.isEmpty else { throw UsageError(message: "name at least one scenario file", usage: usage) }

@@ -7,6 +7,8 @@ struct Command {
     let name: String
     let summary: String
     let usage: String
+    /// What `stele COMMAND --help` prints: the usage, and more where a command has more to say.
+    var help: String?
     let run: ([String]) throws -> Void
 }
 
@@ -14,7 +16,7 @@ struct Command {
 func main() -> Int32 {
     let commands = [
         Command(name: "demo", summary: "a narrated story: three devices, an offline week, a restore from backup", usage: DemoCommand.usage, run: DemoCommand.run),
-        Command(name: "scenario", summary: "run scenario files (SCENARIOS.md) in the simulator", usage: ScenarioCommand.usage, run: ScenarioCommand.run),
+        Command(name: "scenario", summary: "run scenario files (SCENARIOS.md) in the simulator", usage: ScenarioCommand.usage, help: ScenarioCommand.help, run: ScenarioCommand.run),
         Command(name: "simulate", summary: "randomized fleets with faults, checked by the oracle; a failure names its seed", usage: SimulateCommand.usage, run: SimulateCommand.run),
         Command(name: "inspect", summary: "show a store's account, device, generation and namespaces (read-only)", usage: InspectCommand.usage, run: InspectCommand.run),
         Command(name: "bench", summary: "run the benchmark suite: figures as ratios to baselines run alongside", usage: BenchCommand.usage, run: BenchCommand.run),
@@ -50,7 +52,7 @@ func main() -> Int32 {
         return 2
     }
     if arguments.contains("--help") || arguments.contains("-h") {
-        print(command.usage)
+        print(command.help ?? command.usage)
         return 0
     }
     do {

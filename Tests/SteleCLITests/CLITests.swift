@@ -1,6 +1,7 @@
 import Foundation
 import SteleBench
 import SteleSQL
+import SteleSimulator
 import Testing
 import TestSupport
 @testable import Stele
@@ -171,6 +172,21 @@ import TestSupport
         let inspect = try Self.stele("inspect", "--help")
         #expect(inspect.status == 0)
         #expect(inspect.output.contains("usage: stele inspect STORE [--json]"))
+    }
+
+    /// `stele scenario --help` lists every statement form of the grammar, one a line.
+    @Test func scenarioHelpListsEveryStatementForm() throws {
+        let help = try Self.stele("scenario", "--help")
+        #expect(help.status == 0)
+        #expect(help.output.hasPrefix("usage: stele scenario FILE..."))
+        let lines = Set(help.output.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) })
+        let forms = ScenarioGrammar.usage.split(separator: "\n").map(String.init)
+        #expect(forms.count >= 60)
+        for form in forms { #expect(lines.contains(form), "\(form)") }
+        // A usage error still prints the one-line usage, not the whole grammar.
+        let none = try Self.stele("scenario")
+        #expect(none.status == 2)
+        #expect(!none.error.contains("D put NS KEY VALUE"))
     }
 
     @Test func demoTellsItsStoryAndEndsWithACleanVerdict() throws {

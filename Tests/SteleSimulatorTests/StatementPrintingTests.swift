@@ -61,7 +61,7 @@ import TestSupport
         let key = pick(names)
         let state: SteleSimulator.Expectation.MessageState = pick([.text(pick(values)), .deleted, .absent])
         let tombstoneNamespace: String? = pick([nil, "notes", "memory"])
-        let statuses = ["current", "behind", "rolled-back", "recovering", "stuck"]
+        let statuses = SteleSimulator.Expectation.Status.allCases
         let blocking = Array(devices.prefix(1 + Int(random.next() % 3)))
         let expectations: [SteleSimulator.Expectation] = [
             .value(target, namespace: pick(["notes", "flags"]), key: key, value: value),

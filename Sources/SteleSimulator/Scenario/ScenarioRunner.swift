@@ -178,8 +178,7 @@ public final class ScenarioRunner {
         case let .status(device, state):
             guard let found = simulation.device(device) else { throw Failure(expected: "device \(device)", found: "not on the roster") }
             let status = found.node.recoveryStatus
-            let name: String = if case .stuck = status { "stuck" } else { status.description }
-            guard name == state else { throw Failure(expected: "status \(state)", found: "status \(status)") }
+            guard Expectation.Status(status) == state else { throw Failure(expected: "status \(state.rawValue)", found: "status \(status)") }
         case let .gcBlockedBy(device, blockers):
             guard let found = simulation.device(device) else { throw Failure(expected: "device \(device)", found: "not on the roster") }
             let names = found.node.blockingCollection.compactMap { id in simulation.everyDevice.first { $0.id == id }?.name }.sorted()
@@ -288,5 +287,18 @@ enum SimulationState {
         let onlyA = Set(a).subtracting(b).sorted().prefix(2)
         let onlyB = Set(b).subtracting(a).sorted().prefix(2)
         return "differs: " + (onlyA.map { "-\($0)" } + onlyB.map { "+\($0)" }).joined(separator: ", ")
+    }
+}
+
+extension Expectation.Status {
+    /// The state a device's recovery status names (a stuck device's reason aside).
+    init(_ status: RecoveryStatus) {
+        switch status {
+        case .current: self = .current
+        case .behind: self = .behind
+        case .rolledBack: self = .rolledBack
+        case .recovering: self = .recovering
+        case .stuck: self = .stuck
+        }
     }
 }

@@ -55,6 +55,15 @@ public enum Expectation: Sendable, Equatable {
         case absent
     }
 
+    /// Where a device stands with respect to the fleet's generation, as
+    /// `expect D status STATE` names it (Stele's `RecoveryStatus` without the
+    /// reason a device is stuck).
+    public enum Status: String, Sendable, Equatable, CaseIterable {
+        case current, behind
+        case rolledBack = "rolled-back"
+        case recovering, stuck
+    }
+
     /// `expect D NS KEY = VALUE` (`nil`: `absent`), or `expect all ...`.
     case value(Target, namespace: String, key: String, value: String?)
     case groupEmpty(Target, namespace: String, group: String)
@@ -63,7 +72,8 @@ public enum Expectation: Sendable, Equatable {
     case message(device: String, namespace: String, message: String, MessageState)
     case tombstones(device: String, namespace: String?, count: Int)
     case generation(device: String, generation: UInt64)
-    case status(device: String, state: String)
+    /// `expect D status STATE`.
+    case status(device: String, state: Status)
     case gcBlockedBy(device: String, devices: [String])
     /// `expect D conflict NS KEY`; added: `expect D no conflict NS KEY` (`raised` false).
     case conflict(device: String, namespace: String, key: String, raised: Bool)

@@ -1,0 +1,162 @@
+import Stele
+
+/// What the parser knows from the lines above (devices, namespaces, backups,
+/// contacts and their conversations), and how it reads the next line: it walks
+/// the grammar's dispatch tree along the line's keywords to the forms that may
+/// write it, then reads the rest as their arguments (`ParseState+Forms.swift`).
+struct ParseState {
+    typealias Message = ScenarioParser.Message
+    typealias Token = ScenarioParser.Token
+
+    let file: String
+    let grammar: ScenarioGrammar
+    var devices: Set<String> = []
+    var namespaces: [String: NamespaceKind] = [:]
+    var hasFleet = false
+    var backups: Set<String> = []
+    /// Contact accounts (`contact NAME D1 D2`), each device of one, and each
+    /// contact's conversations (`conversation NS with NAME`).
+    var contacts: Set<String> = []
+    var contactOf: [String: String] = [:]
+    var conversations: [String: Set<String>] = [:]
+
+    init(file: String, grammar: ScenarioGrammar = .standard) {
+        self.file = file
+        self.grammar = grammar
+    }
+
+    /// The statement `tokens` write, after the lines above.
+    /// - Throws: ``ScenarioParser/Message`` saying what is wrong and how to write it.
+    mutating func statement(_ tokens: [Token]) throws -> Statement {
+        guard !tokens[0].quoted else { throw Message("a line starts with a statement, not a quoted value") }
+        if ScenarioGrammar.hubKeywords.contains(tokens[0].text) {
+            throw Message("hub statements come with the hub; this build runs fleet scenarios only")
+        }
+        var node = 0
+        var index = 0
+        var subject: String?
+        while true {
+            let here = grammar.nodes[node]
+            let word = index < tokens.count && !tokens[index].quoted ? tokens[index].text : nil
+            if let word, let next = here.node(after: word) {
+                (node, index) = (next, index + 1)
+                continue
+            }
+            if let word, let next = here.subject, devices.contains(word) {
+                (node, index, subject) = (next, index + 1, word)
+                continue
+            }
+            guard !here.forms.isEmpty, !isMisspelledKeyword(tokens, at: index, in: here) else {
+                throw unknownWord(tokens, at: index, in: node)
+            }
+            if here.startsWithDevice, let subject, let contact = contactOf[subject] {
+                try checkContactAction(subject, of: contact, here, tokens.dropFirst(index).first)
+            }
+            return try statement(in: here.forms.map { grammar.forms[$0] }, tokens[index...], subject: subject)
+        }
+    }
+
+    /// A word where a keyword could go that is neither the keyword nor what the
+    /// forms here would read (a declared namespace), but close to a keyword:
+    /// `expect a sttus current`.
+    private func isMisspelledKeyword(_ tokens: [Token], at index: Int, in node: ScenarioGrammar.Node) -> Bool {
+        guard index < tokens.count, node.words.contains(where: { Self.isNear(tokens[index].text, $0) }) else { return false }
+        let first = grammar.forms[node.forms[0]].slots[grammar.forms[node.forms[0]].pathLength]
+        return (try? argument(first, tokens[index...index])) == nil
+    }
+
+    /// A contact's device holds its conversations with this account and nothing else.
+    private func checkContactAction(_ device: String, of contact: String, _ node: ScenarioGrammar.Node, _ namespace: Token?) throws {
+        guard node.forms.allSatisfy({ grammar.forms[$0].isMessageAction }) else {
+            throw Message("\(device) is a device of contact \(contact): it may only \(Slot.list(grammar.messageActions, "or")) in a conversation")
+        }
+        guard let namespace, conversations[contact, default: []].contains(namespace.text) else {
+            throw Message("\(namespace?.text ?? "that") is no conversation with \(contact); declare it with conversation NS with \(contact)")
+        }
+    }
+
+    /// The line stops, or goes on with a word, where no form of the grammar does.
+    private func unknownWord(_ tokens: [Token], at index: Int, in node: Int) -> Message {
+        let here = grammar.nodes[node]
+        let said = tokens.prefix(index).map(\.text).joined(separator: " ")
+        let continuations = Slot.list(grammar.continuations(of: node), "or")
+        guard index < tokens.count else {
+            if here.path.count == 1, here.startsWithDevice {
+                return Message("what should \(said) do? \(Slot.list(here.words, "or"))")
+            }
+            return Message("\(said) what? write \(continuations)")
+        }
+        let word = tokens[index].text
+        if let subject = here.subject, index + 1 < tokens.count, grammar.nodes[subject].node(after: tokens[index + 1].text) != nil {
+            // `c put notes k v`: the shape of a device's line, with a device not declared.
+            return Message("unknown device \(word)" + Spelling.hint(word, in: devices) + "; declare it with fleet or join first")
+        }
+        if node == 0 {
+            return Message("unknown statement \(word)" + Spelling.hint(word, in: here.words + devices))
+        }
+        if here.path.count == 1, here.startsWithDevice {
+            return Message("unknown action \(word) for device \(said)" + Self.hint(word, in: here.words) + "; use \(here.words.joined(separator: ", "))")
+        }
+        if let subject = here.subject {
+            let words = here.words + grammar.nodes[subject].words
+            return Message("unknown device \(word)" + Spelling.hint(word, in: Array(devices) + words) + "; write \(continuations)")
+        }
+        let hint = Self.hint(word, in: here.words)
+        // Where forms read the rest too, the list would be every form under here: the hint says enough.
+        return Message("unknown word \(word) after \(said)" + hint + (here.forms.isEmpty ? "; write: \(continuations)" : ""))
+    }
+
+    // MARK: - Arguments
+
+    func device(_ name: String) throws {
+        guard devices.contains(name) else { throw Message("unknown device \(name)" + Spelling.hint(name, in: devices) + "; declare it with fleet or join first") }
+    }
+
+    func conversation(_ name: String) throws {
+        guard conversations.values.contains(where: { $0.contains(name) }) else {
+            throw Message("\(name) is no conversation" + Spelling.hint(name, in: conversations.values.flatMap { $0 }) + "; declare it with conversation NS with NAME first")
+        }
+    }
+
+    func namespace(_ name: String, kinds: [NamespaceKind]) throws {
+        guard let kind = namespaces[name] else { throw Message("unknown namespace \(name)" + Spelling.hint(name, in: namespaces.keys) + "; declare it with namespace NS KIND first") }
+        guard kinds.contains(kind) else { throw kindMessage(name, kind, kinds) }
+    }
+
+    func kindMessage(_ name: String, _ kind: NamespaceKind, _ kinds: [NamespaceKind]) -> Message {
+        Message("namespace \(name) is \(kind.rawValue); this statement needs \(kinds.map(\.rawValue).joined(separator: " or "))")
+    }
+
+    func backup(_ name: String) throws {
+        guard backups.contains(name) else { throw Message("no backup named \(name) above; take it first with backup D as \(name)") }
+    }
+
+    func contact(_ name: String) throws {
+        guard contacts.contains(name) else {
+            throw Message("unknown contact \(name)" + Spelling.hint(name, in: contacts) + "; declare it with contact NAME D1 D2 first")
+        }
+    }
+
+    /// SCENARIOS.md: names (devices, namespaces, keys, groups, backups) are bare words.
+    func name(_ token: Token, _ noun: String) throws {
+        guard !token.quoted else { throw Message("\(noun) is a bare word, not a quoted value: letters, digits, -, _ and .") }
+        guard ScenarioParser.isName(token.text) else { throw Message("\(token.text) is not a name; names are letters, digits, -, _ and .") }
+    }
+
+    func number(_ text: String) throws -> Int {
+        guard let value = Int(text), value >= 0 else { throw Message("\(text) is not a count") }
+        return value
+    }
+
+    func duration(_ text: String) throws -> Int64 {
+        guard let value = ScenarioParser.duration(text) else { throw Message("\(text) is not a duration; write a number and ms, s, m, h or d") }
+        return value
+    }
+
+    func percent(_ text: String) throws -> Double {
+        guard let percent = Double(text.hasSuffix("%") ? String(text.dropLast()) : text), (0...100).contains(percent) else {
+            throw Message("\(text) is not a percentage from 0 to 100")
+        }
+        return percent
+    }
+}
