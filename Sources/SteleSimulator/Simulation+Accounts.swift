@@ -16,13 +16,8 @@ extension Simulation {
     @discardableResult
     public func addDevice(_ name: String, contact: String? = nil) throws -> SimulatedDevice {
         guard device(name) == nil else { throw SimulationInputError(message: "a device named \(name) exists already; give each device its own name") }
-        let owner = try contact.map { name in
-            guard let found = contacts.first(where: { $0.name == name }) else { throw UnknownContact(name: name) }
-            return found
-        }
-        let account = owner?.account ?? self.account
-        var keyRandom = SplitMix64(seed: seed ^ UInt64(truncatingIfNeeded: name.hashValueStable))
-        let identity = try DeviceIdentity(privateKey: (0..<4).flatMap { _ in withUnsafeBytes(of: keyRandom.next()) { Array($0) } })
+        let account = try contact.map { try accounts.contact($0).account } ?? self.account
+        let identity = try accounts.identity(of: name)
         let path = "\(folder)/\(name).stele"
         let clock = ManualWallClock(milliseconds: Self.epoch)
         let keys = MemoryKeyStore()
@@ -39,17 +34,9 @@ extension Simulation {
         // device founds the account; any later one is approved by the longest-standing
         // member, which wraps the current account key for it.
         if let approver = devices(of: account).first {
-            let current = try directory.roster(of: account)
-            try directory.append(
-                try RosterChange.approval(of: identity.deviceID, signingKey: try identity.signingKey(), by: approver.identity, account: account, index: current.version),
-                to: account)
-            let ring = try approver.keys.load()
-            if let ring, let epoch = ring.newestEpoch, let key = ring.accountKeys[epoch] {
-                try directory.publish(try WrappedAccountKey.wrap(key, epoch: epoch, for: identity.deviceID, by: approver.identity, account: account))
-            }
+            try accounts.approve(identity, into: account, by: approver.identity, ring: try approver.keys.load())
         } else {
-            try directory.found(try Roster.founding(account: account, by: identity))
-            try device.keys.save(KeyRing(identity: identity, accountKeys: [1: owner?.key ?? accountKey]))
+            try device.keys.save(try accounts.found(account, by: identity))
         }
         everyDevice.append(device)
         noteReachability()
@@ -63,13 +50,7 @@ extension Simulation {
     /// Adds another account with its own devices (`contact NAME D1 D2`): its
     /// roster is founded in the same directory, its devices share the network.
     public func addContact(_ name: String, devices names: [String]) throws {
-        guard !contacts.contains(where: { $0.name == name }) else {
-            throw SimulationInputError(message: "a contact named \(name) exists already; give each contact its own name")
-        }
-        var accountRandom = SplitMix64(seed: seed ^ 0xC0_0000 ^ UInt64(truncatingIfNeeded: name.hashValueStable))
-        let account = AccountID.generate(using: &accountRandom)
-        let key = try AccountKey(bytes: (0..<4).flatMap { _ in withUnsafeBytes(of: accountRandom.next()) { Array($0) } })
-        contacts.append(Contact(name: name, account: account, key: key))
+        _ = try accounts.addContact(name)
         for device in names { try addDevice(device, contact: name) }
     }
 
@@ -77,9 +58,9 @@ extension Simulation {
     /// (`conversation NS with NAME`): a messages namespace on every device of
     /// both accounts, of the same name, bound to the other side.
     public func addConversation(_ namespace: String, with contact: String) throws {
-        guard let other = contacts.first(where: { $0.name == contact }) else { throw UnknownContact(name: contact) }
+        let other = try accounts.contact(contact)
         if !namespaces.contains(where: { $0.name == namespace }) { namespaces.append((namespace, .messages)) }
-        conversations.append((namespace, contact))
+        try accounts.addConversation(namespace, with: contact)
         for device in everyDevice where device.contact == nil || device.contact == other.name { try declareNamespaces(on: device) }
         try updateRosters()
     }
@@ -136,23 +117,15 @@ extension Simulation {
         guard let device = device(name), !device.isRevoked else { return }
         let account = device.account
         guard let revoker = devices(of: account).first(where: { $0 !== device }) else { throw RosterError.lastMember(device.id) }
-        let current = try directory.roster(of: account)
-        try directory.append(try RosterChange.revocation(of: device.id, by: revoker.identity, account: account, index: current.version), to: account)
+        let (key, epoch) = try accounts.revoke(device.id, from: account, by: revoker.identity)
         device.isRevoked = true
         noteReachability()
-        // Numbered by the roster, not by the revoker's key ring: a keychain restored
-        // from an old backup must not number a new key as one the fleet already has.
-        let epoch = UInt32(try directory.roster(of: account).revoked.count + 1)
-        var keyRandom = SplitMix64(seed: seed ^ 0x0E0C_0000 ^ UInt64(epoch))
-        let key = try AccountKey(bytes: (0..<4).flatMap { _ in withUnsafeBytes(of: keyRandom.next()) { Array($0) } })
         var ring = try revoker.keys.load() ?? KeyRing(identity: revoker.identity)
         ring.insert(key, epoch: epoch)
         try revoker.keys.save(ring)
         // Wrapped for every remaining member, the revoker too: a copy in the
         // directory is how its keychain, restored from an old backup, gets it back.
-        for member in devices(of: account) {
-            try directory.publish(try WrappedAccountKey.wrap(key, epoch: epoch, for: member.id, by: revoker.identity, account: account))
-        }
+        try accounts.publish(key, epoch: epoch, for: devices(of: account).map(\.id), by: revoker.identity, account: account)
         forgetOperationsLost()
         try updateRosters()
         record(.revoked, device: device)
@@ -164,7 +137,7 @@ extension Simulation {
     /// store and its node. Then every device reads its contacts' rosters. A
     /// revoked device hears nothing more.
     func updateRosters() throws {
-        for account in [account] + contacts.map(\.account) {
+        for account in accounts.every {
             for device in devices(of: account) { try refreshRoster(of: device) }
         }
         for device in everyDevice where !device.isRevoked {

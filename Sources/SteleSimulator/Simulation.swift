@@ -24,7 +24,10 @@ public final class Simulation {
     }
 
     public let seed: UInt64
-    public let account: AccountID
+    /// The own account, its contacts and their directory.
+    public internal(set) var accounts: SimulatedAccounts
+    /// The own account.
+    public var account: AccountID { accounts.account }
     public internal(set) var now: Int64 = 0
     /// The network between the devices: conditions, partitions, reachability.
     public internal(set) var virtualNetwork = VirtualNetwork()
@@ -40,10 +43,10 @@ public final class Simulation {
     /// The anchor substrate (001 §7): a store a device restore does not touch.
     public let anchors = MemoryAnchorStore()
     /// The account's first key (derived from the seed); a revoke rotates to a new one.
-    public let accountKey: AccountKey
-    /// The account's roster and wrapped keys (``Directory``), in process: joins
-    /// and revokes go through it, and every device's node is told what it holds.
-    public let directory = MemoryDirectory()
+    public var accountKey: AccountKey { accounts.accountKey }
+    /// The accounts' rosters and wrapped keys (``Directory``), in process: joins
+    /// and revokes go through it, and every device's driver reads it.
+    public var directory: MemoryDirectory { accounts.directory }
     /// The anchor substrate's state: reachable or not, and what its next write does.
     public struct AnchorSubstrate: Sendable, Equatable {
         public var isDown = false
@@ -58,18 +61,11 @@ public final class Simulation {
     public internal(set) var everyDevice: [SimulatedDevice] = []
     /// The roster: the own account's devices in the order they joined, without revoked ones.
     public var devices: [SimulatedDevice] { everyDevice.filter { !$0.isRevoked && $0.contact == nil } }
-    /// Another account the scenario talks to (`contact NAME D1 D2`): its own
-    /// devices, roster and key, in the same directory and on the same network.
-    public struct Contact: Sendable {
-        public let name: String
-        public let account: AccountID
-        let key: AccountKey
-    }
     /// The contact accounts, in the order they were added.
-    public internal(set) var contacts: [Contact] = []
+    public var contacts: [SimulatedAccounts.Contact] { accounts.contacts }
     /// Conversations (`conversation NS with NAME`): a messages namespace of the
     /// own account bound to a contact, and the same name on the contact's side.
-    public internal(set) var conversations: [(namespace: String, contact: String)] = []
+    public var conversations: [(namespace: String, contact: String)] { accounts.conversations }
     /// The namespaces every device declares.
     public internal(set) var namespaces: [(name: String, kind: NamespaceKind)] = []
     /// Groups of devices that can reach each other (`nil`: no partition).
@@ -91,15 +87,14 @@ public final class Simulation {
     public var recordsWire = false
     /// Every sealed frame delivered, in order, when ``recordsWire`` is on.
     public internal(set) var wire: [[UInt8]] = []
+    /// What frames tell the oracles (a contact's ops, leaks to a contact).
+    var tap = OracleTap()
     /// Ops contacts' devices wrote, kept by an oracle nobody checks: the own
     /// account's oracle learns them when they land on its devices.
-    let contactOracle = Oracle()
-    /// When each message's text first reached a contact's device, by "namespace/message".
-    var reachedContact: [String: Int64] = [:]
-    /// How long the device that deleted a message must have been within the
-    /// deliverer's reach for a delivery of its text to count as a leak: long
-    /// enough for any fault mix to let the delete through by reconcile.
-    static let leakReachMilliseconds: Int64 = 600_000
+    var contactOracle: Oracle { tap.contactOracle }
+    /// How long a deleting device must have been within a deliverer's reach for
+    /// a delivery of the deleted text to count as a leak (``OracleTap``).
+    static let leakReachMilliseconds = OracleTap.leakReachMilliseconds
     /// Rewrites (or, returning `nil`, drops) every frame as it is delivered:
     /// how tests put a deliberately broken peer on the wire to prove the oracle
     /// can fail. `nil`: frames arrive as sent.
@@ -128,11 +123,8 @@ public final class Simulation {
     public init(seed: UInt64, configuration: FleetConfiguration = FleetConfiguration(collects: true)) throws {
         self.seed = seed
         self.configuration = configuration
-        var keyRandom = SplitMix64(seed: seed ^ 0x00BA_C0E7)
-        accountKey = try AccountKey(bytes: (0..<4).flatMap { _ in withUnsafeBytes(of: keyRandom.next()) { Array($0) } })
+        accounts = try SimulatedAccounts(seed: seed)
         random = SplitMix64(seed: seed)
-        var accountRandom = SplitMix64(seed: seed ^ 0xACC0_0000)
-        account = AccountID.generate(using: &accountRandom)
         folder = FileManager.default.temporaryDirectory.appendingPathComponent("stele-sim-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: folder + "/backups", withIntermediateDirectories: true)
     }

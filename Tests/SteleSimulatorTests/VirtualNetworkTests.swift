@@ -87,3 +87,38 @@ import TestSupport
         #expect(simulation.network.lossPercent == 20)
     }
 }
+
+/// The leak rule on its own (``OracleTap``): a text that first reached a
+/// contact after its delete for everyone is a leak only when the deleting
+/// device held the delete and had been within the deliverer's reach long enough.
+@Suite struct OracleTapTests {
+    static let reach = OracleTap.leakReachMilliseconds
+
+    @Test func aTextWithNoDeleteOrThatReachedBeforeTheDeleteIsFine() {
+        var tap = OracleTap()
+        let first = tap.textReached("chat", "m1", at: 100, deletedAt: nil, reachableSince: 0, deleterHoldsIt: true)
+        #expect(first == .fine)
+        // It reached the contact at 100, before a delete at 200: a later copy is no leak.
+        let later = tap.textReached("chat", "m1", at: 10 * Self.reach, deletedAt: 200, reachableSince: 0, deleterHoldsIt: true)
+        #expect(later == .fine)
+    }
+
+    @Test func aTextFirstReachingAfterTheDeleteIsALeakOnlyWithinReachLongEnough() {
+        var tap = OracleTap()
+        let leak = tap.textReached("chat", "m1", at: 300 + Self.reach, deletedAt: 300, reachableSince: 0, deleterHoldsIt: true)
+        #expect(leak == .leak)
+        var short = OracleTap()
+        let tooSoon = short.textReached("chat", "m2", at: 300 + Self.reach - 1, deletedAt: 300, reachableSince: 0, deleterHoldsIt: true)
+        #expect(tooSoon == .atTheLimit)
+        var apart = OracleTap()
+        let unreachable = apart.textReached("chat", "m3", at: 10 * Self.reach, deletedAt: 300, reachableSince: nil, deleterHoldsIt: true)
+        #expect(unreachable == .atTheLimit)
+        var lost = OracleTap()
+        let notHeld = lost.textReached("chat", "m4", at: 10 * Self.reach, deletedAt: 300, reachableSince: 0, deleterHoldsIt: false)
+        #expect(notHeld == .atTheLimit)
+        // Reach counts from the later of the delete and the last break.
+        var rejoined = OracleTap()
+        let sinceBreak = rejoined.textReached("chat", "m5", at: 5_000 + Self.reach - 1, deletedAt: 300, reachableSince: 5_000, deleterHoldsIt: true)
+        #expect(sinceBreak == .atTheLimit)
+    }
+}
