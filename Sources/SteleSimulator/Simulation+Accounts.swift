@@ -9,6 +9,13 @@ extension Simulation {
     /// The device of that name, revoked or not.
     public func device(_ name: String) -> SimulatedDevice? { everyDevice.first { $0.name == name } }
 
+    /// The device of that name.
+    /// - Throws: ``SimulationInputError`` for a device never added.
+    func existing(_ name: String) throws -> SimulatedDevice {
+        guard let device = device(name) else { throw SimulationInputError(message: "no device named \(name); add it first") }
+        return device
+    }
+
     public var roster: Set<DeviceID> { Set(devices.map(\.id)) }
 
     /// Adds a device to the account's roster (the others learn of it at once)
@@ -26,7 +33,8 @@ extension Simulation {
             options: Replica.Options(clock: clock, random: SplitMix64(seed: seed ^ identity.deviceID.stableSeed), stampFloor: usesStampFloors ? keys : nil))
         let driver = try FleetDriver(
             replica: replica, identity: identity, keyStore: keys, environment: SimulatedEnvironment(simulation: self, device: identity.deviceID).environment,
-            configuration: configuration, random: SplitMix64(seed: seed &+ identity.deviceID.stableSeed))
+            configuration: configuration, random: SplitMix64(seed: seed &+ identity.deviceID.stableSeed),
+            anchorRandom: SplitMix64(seed: seed ^ 0xA4C4_0000 ^ identity.deviceID.stableSeed))
         let device = SimulatedDevice(name: name, identity: identity, contact: contact, replica: replica, keys: keys, path: path, clock: clock, driver: driver)
         try declareNamespaces(on: device)
         watch(device)
@@ -112,9 +120,12 @@ extension Simulation {
     /// The longest-standing other member signs the revocation and rotates the
     /// account key: the new one is wrapped for every remaining member, never for
     /// the revoked device, so anchors sealed from now on are closed to it.
-    /// - Throws: ``RosterError`` `lastMember` when no other device is left to sign it.
+    /// Revoking a device revoked already changes nothing.
+    /// - Throws: ``RosterError`` `lastMember` when no other device is left to sign it;
+    ///   ``SimulationInputError`` for a device never added.
     public func revoke(_ name: String) throws {
-        guard let device = device(name), !device.isRevoked else { return }
+        let device = try existing(name)
+        guard !device.isRevoked else { return }
         let account = device.account
         guard let revoker = devices(of: account).first(where: { $0 !== device }) else { throw RosterError.lastMember(device.id) }
         let (key, epoch) = try accounts.revoke(device.id, from: account, by: revoker.identity)

@@ -11,7 +11,7 @@ extension Simulation {
     /// Kills `name` mid-step: its in-memory state and the frames in flight to it
     /// are lost; it restarts from its file.
     public func crash(_ name: String) throws {
-        guard let device = device(name) else { return }
+        let device = try existing(name)
         dropInFlight(to: device)
         try reopen(device)
         count("crash")
@@ -20,7 +20,7 @@ extension Simulation {
 
     /// Copies `name`'s store as an OS backup would.
     public func backup(_ name: String, as label: String) throws {
-        guard let device = device(name) else { return }
+        let device = try existing(name)
         let path = "\(folder)/backups/\(label).stele"
         try? FileManager.default.removeItem(atPath: path)
         try device.replica.backup(to: path)
@@ -36,8 +36,10 @@ extension Simulation {
     /// does. Its key store, like a keychain, stays as it is, unless `withKeys`:
     /// then it goes back to what it held when the backup was taken, stamp floor
     /// included (the limit ``StampFloor`` states, counted apart by the oracle).
+    /// - Throws: ``SimulationInputError`` for a device never added or a backup never taken.
     public func restore(_ name: String, from label: String, withKeys: Bool = false) throws {
-        guard let device = device(name), let backup = backups[label] else { return }
+        let device = try existing(name)
+        guard let backup = backups[label] else { throw SimulationInputError(message: "no backup named \(label); take it with backup D as \(label)") }
         dropInFlight(to: device)
         if withKeys {
             oracle.keysRolledBack(device.id, floor: try device.keys.loadStampFloor())
@@ -55,16 +57,17 @@ extension Simulation {
     }
 
     /// Skews `name`'s wall clock by `milliseconds` against the virtual clock.
-    public func skew(_ name: String, byMilliseconds milliseconds: Int64) {
-        guard let device = device(name) else { return }
+    public func skew(_ name: String, byMilliseconds milliseconds: Int64) throws {
+        let device = try existing(name)
         device.skewMilliseconds = milliseconds
         syncClocks()
         count("skew")
     }
 
     /// Makes one of `name`'s next SQLite steps fail with `fault`.
-    public func failStorage(_ name: String, with fault: StorageFault, afterSteps: Int = 0) {
-        guard let device = device(name) else { return }
+    public func failStorage(_ name: String, with fault: StorageFault, afterSteps: Int = 0) throws {
+        guard afterSteps >= 0 else { throw SimulationInputError(message: "a storage fault comes after 0 or more steps, not \(afterSteps)") }
+        let device = try existing(name)
         device.replica.injectStorageFault(fault, afterSteps: afterSteps)
         count("storage")
     }
@@ -120,7 +123,8 @@ extension Simulation {
         // (a revoked device is told nothing: it keeps its old roster).
         device.driver = try FleetDriver(
             replica: device.replica, identity: device.identity, keyStore: device.keys, environment: environment, configuration: configuration,
-            random: SplitMix64(seed: seed &+ device.id.stableSeed &+ UInt64(now)))
+            random: SplitMix64(seed: seed &+ device.id.stableSeed &+ UInt64(now)),
+            anchorRandom: SplitMix64(seed: seed ^ 0xA4C4_0000 ^ device.id.stableSeed &+ UInt64(now)))
         watch(device)
         if !device.isRevoked { try refreshRoster(of: device) }
         device.driver.start()

@@ -7,7 +7,7 @@ extension Simulation {
     /// Takes a device off the network or back on (`offline D` / `online D`).
     /// - Throws: ``SimulationInputError`` for a device never added.
     public func setOnline(_ name: String, _ online: Bool) throws {
-        guard let device = device(name) else { throw SimulationInputError(message: "no device named \(name); add it first") }
+        let device = try existing(name)
         guard device.isOnline != online else { return }
         device.isOnline = online
         noteReachability()

@@ -1,89 +1,19 @@
 import Foundation
 import Stele
 
-/// The event loop: advancing virtual time, settling, carrying out the events
-/// (frames, timers, anchor reads and writes) and the network's delays, losses and duplicates.
+/// The event loop: advancing virtual time, carrying out the events (frames,
+/// timers, anchor reads and writes), and putting frames on the network
+/// (``VirtualNetwork`` decides their fate). Settling is Simulation+Settling.swift.
 extension Simulation {
     // MARK: - Running
 
-    /// Runs every event due within the next `duration` of virtual time.
+    /// Runs every event due within the next `duration` of virtual time (a
+    /// negative one runs nothing: virtual time never goes back).
     public func advance(byMilliseconds duration: Int64) {
-        let end = now + duration
+        let end = now + max(duration, 0)
         while let deadline = queue.nextDeadline, deadline <= end { step() }
         now = end
         syncClocks()
-    }
-
-    /// Runs until every two online devices that can reach each other have equal
-    /// roots and generations, and the fleet is idle: no frame in flight and no
-    /// timer but the periodic advertisement due within the next 60 s.
-    /// - Returns: `nil` when settled, or what was still moving after `limit` of virtual time.
-    public func sync(limitMilliseconds limit: Int64 = 3_600_000) -> String? {
-        let end = now + limit
-        while true {
-            if let moving = stillMoving() {
-                guard now < end, queue.nextDeadline != nil else { return moving }
-                step()
-            } else {
-                timeline.append(TimelineEntry(time: now, device: nil, kind: .converged))
-                return nil
-            }
-        }
-    }
-
-    /// What keeps the fleet from being settled, or `nil`.
-    func stillMoving() -> String? {
-        observing { movement() }
-    }
-
-    func movement() -> String? {
-        let online = everyDevice.filter { !$0.isRevoked && $0.isOnline }
-        for (index, first) in online.enumerated() {
-            for second in online[(index + 1)...] where first.account == second.account && canReach(first.id, second.id) {
-                let (mine, theirs) = (try? first.node.advertisement(), try? second.node.advertisement())
-                if mine != theirs {
-                    return "\(first.name) and \(second.name) still differ" + Self.difference(mine, theirs)
-                }
-            }
-        }
-        // A revoked device keeps talking to a fleet that refuses it: its frames
-        // and timers are no part of the roster settling.
-        let rosterIDs = Set(everyDevice.filter { !$0.isRevoked }.map(\.id))
-        if queue.payloads.contains(where: { if case .deliver(let from, _, _, _) = $0 { return rosterIDs.contains(from) } else { return false } }) {
-            return "frames in flight"
-        }
-        if queue.payloads.contains(where: { if case .anchorWrite = $0 { return true } else { return false } }) { return "an anchor write in flight" }
-        if queue.payloads.contains(where: { if case .anchorRead = $0 { return true } else { return false } }) { return "an anchor read in flight" }
-        // Barrier rounds are part of settling (SCENARIOS.md `sync`): with every device
-        // online and reachable, a fleet whose devices may still collect is not at rest
-        // until they have, or until the leader backs off.
-        let roster = devices
-        if configuration.collects, roster.allSatisfy(\.isOnline),
-            roster.allSatisfy({ first in roster.allSatisfy { canReach(first.id, $0.id) } }),
-            let leader = roster.min(by: { $0.id < $1.id }), !leader.node.isBackingOff,
-            let busy = roster.first(where: { $0.node.hasCollectionWork })
-        {
-            return "\(busy.name) still has tombstones to collect"
-        }
-        // SCENARIOS.md: idle means no timer but a periodic one due within the next 60 s;
-        // a back-off long after that is a fleet at rest.
-        for device in everyDevice where rosterIDs.contains(device.id) && device.isOnline {
-            // The outbox retries while a contact is out of reach: periodic too.
-            for (timer, deadline) in device.driver.armedTimers where timer != .advertise && timer != .outbox && deadline <= now + 60_000 {
-                return "\(device.name) has a \(timer) timer pending"
-            }
-        }
-        return nil
-    }
-
-    /// Where two advertisements part: the namespaces whose roots differ, or the generations.
-    static func difference(_ first: Advertisement?, _ second: Advertisement?) -> String {
-        guard let first, let second else { return " (one of them cannot read its store)" }
-        if first.generation != second.generation { return " (generations \(first.generation) and \(second.generation))" }
-        let names = Set(first.roots.map(\.namespace) + second.roots.map(\.namespace)).sorted().filter { name in
-            first.roots.first { $0.namespace == name } != second.roots.first { $0.namespace == name }
-        }
-        return " in \(names.joined(separator: ", "))"
     }
 
     func step() {

@@ -46,7 +46,6 @@ extension Simulation {
         case let .backup(device, label):
             try backup(device, as: label)
         case let .restore(device, label, withKeys):
-            guard hasBackup(label) else { throw SimulationInputError(message: "no backup named \(label); take it with backup D as \(label)") }
             try restore(device, from: label, withKeys: withKeys)
         case .crash(let name):
             try crash(name)
@@ -59,9 +58,9 @@ extension Simulation {
         case .anchor(.delayNextWrite(let milliseconds)):
             anchorSubstrate.delayNextWriteMilliseconds = milliseconds
         case let .skew(device, milliseconds):
-            skew(device, byMilliseconds: milliseconds)
+            try skew(device, byMilliseconds: milliseconds)
         case let .storageFault(device, fault, after):
-            failStorage(device, with: fault, afterSteps: after)
+            try failStorage(device, with: fault, afterSteps: after)
         case .operation, .sync, .expect:
             throw SimulationInputError(message: "\(statement) is carried out by the scenario or run that holds it")
         }

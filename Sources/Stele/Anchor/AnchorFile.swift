@@ -19,6 +19,13 @@ public enum AnchorFile {
         return header + Sealing.seal(anchor.snapshot, key: key, associated: header)
     }
 
+    /// With the nonce drawn from `generator` (cryptographically secure in an app;
+    /// seeded in the simulator, so that a run replays the same bytes).
+    public static func encode(_ anchor: Anchor, key: AccountKey, using generator: inout some RandomNumberGenerator) -> [UInt8] {
+        let header = encode(anchor.header)
+        return header + Sealing.seal(anchor.snapshot, key: key, associated: header, using: &generator)
+    }
+
     static func encode(_ header: AnchorHeader) -> [UInt8] {
         var writer = ByteWriter(capacity: headerCount)
         writer.append(magic)

@@ -36,6 +36,8 @@ public final class FleetDriver {
     private var draining = false
     private var localChangeQueued = false
     private var stopped = false
+    /// Where the nonces anchors are sealed under come from.
+    private var anchorRandom: any RandomNumberGenerator
     /// Whether local writes reach the node by themselves (off: the owner calls ``nudge()``).
     package var deliversLocalChanges = true
 
@@ -44,11 +46,17 @@ public final class FleetDriver {
     /// directory read); call ``start()``, then ``refreshDirectory(completion:)``.
     /// - Throws: ``CryptoError`` when `identity` is not the replica's device;
     ///   ``KeyStoreError`` when the key store cannot be read.
+    ///   `random` is the node's (``FleetNode/init(replica:identity:roster:revoked:accountKeys:configuration:random:)``);
+    ///   `anchorRandom` gives the nonce each anchor is sealed under. Both must be
+    ///   cryptographically secure in an app (the defaults); the simulator passes
+    ///   seeded ones so that a run replays byte for byte.
     public init(
         replica: Replica, identity: DeviceIdentity, keyStore: any KeyStore, environment: FleetEnvironment,
-        configuration: FleetConfiguration = FleetConfiguration(), random: any RandomNumberGenerator = SystemRandomNumberGenerator()
+        configuration: FleetConfiguration = FleetConfiguration(), random: any RandomNumberGenerator = SystemRandomNumberGenerator(),
+        anchorRandom: any RandomNumberGenerator = SystemRandomNumberGenerator()
     ) throws {
         let ring = try keyStore.load()
+        self.anchorRandom = anchorRandom
         self.replica = replica
         self.identity = identity
         self.keyStore = keyStore
@@ -67,6 +75,7 @@ public final class FleetDriver {
         self.replica = replica
         identity = nil
         keyStore = nil
+        anchorRandom = SystemRandomNumberGenerator()
         self.environment = environment
         node = FleetNode(unsealed: replica, roster: roster, accountKeys: accountKeys, configuration: configuration, random: random)
         observeLocalChanges()
@@ -178,7 +187,7 @@ public final class FleetDriver {
             handle(.anchorWritten(round: round, succeeded: false))
             return
         }
-        environment.anchors.writeAnchor(AnchorFile.encode(anchor, key: key), of: replica.account) { [weak self] result in
+        environment.anchors.writeAnchor(AnchorFile.encode(anchor, key: key, using: &anchorRandom), of: replica.account) { [weak self] result in
             self?.handle(.anchorWritten(round: round, succeeded: (try? result.get()) != nil))
         }
     }
