@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TestSupport
 @testable import Stele
+import SteleSQL
 
 /// The driver every runtime runs (``FleetDriver``): timers, the anchor, the
 /// directory and the change feed, in the in-memory environment and behind
@@ -235,6 +236,55 @@ import TestSupport
         #expect(finished)
         #expect(driver.node.contacts.keys.sorted { $0.bytes.lexicographicallyPrecedes($1.bytes) } == [contact])
         #expect(events.map(\.kind) == [.directoryFailed])
+    }
+
+    /// A full disk (SQLITE_FULL in a node's step): the driver drops the frames
+    /// that arrive in the next second unopened (each would ask for a write that
+    /// fails the same way), then takes frames again, and the fleet converges
+    /// once the disk has room. The pause doubles when the disk is still full.
+    @Test func aFullDiskPausesFramesAndTheFleetConvergesOnceThereIsRoom() throws {
+        let fleet = MemoryFleet()
+        let account = AccountID.generate()
+        let phone = try fleet.addDevice(account: account)
+        let laptop = try fleet.addDevice(account: account)
+        for device in [phone, laptop] { try device.replica.declare("notes", .causal) }
+        #expect(fleet.runUntilQuiet())
+        let garbage: [UInt8] = Array(repeating: 7, count: 40)
+        var fullAt: [Int64] = []
+        var refused = 0
+        laptop.onEvent = { event in
+            if event.kind == .rejectedSeal { refused += 1 }
+            guard event.failure?.isDiskFull == true else { return }
+            fullAt.append(fleet.now)
+            // A frame that arrives within the pause (1 ms later) is dropped unopened.
+            if fullAt.count == 1 { fleet.deliver(garbage, from: phone.replica.device, to: laptop.replica.device) }
+        }
+        var arrivals: [(time: Int64, paused: Bool)] = []
+        fleet.intercept = { _, to, _ in
+            if to == laptop.replica.device { arrivals.append((fleet.now, laptop.isPausedForDiskFull)) }
+            return true
+        }
+        // The laptop's disk fills: its next three writes fail with SQLITE_FULL.
+        let disk = SQLiteFaultPlan()
+        disk.fail(.step, with: .full, sqlContains: "INSERT", count: 3)
+        laptop.replica.faults = disk
+        try phone.replica.causal("notes").put("k", [1])
+        fleet.run(forMilliseconds: 120_000)
+        let first = try #require(fullAt.first)
+        #expect(arrivals.filter(\.paused).map(\.time) == [first + fleet.frameLatencyMilliseconds])
+        #expect(laptop.framesDroppedForDiskFull == 1)
+        #expect(refused == 0)
+        #expect(disk.fired == 3 && fullAt.count == 3)
+        // Each failure came after the pause the last one started, twice as long each time.
+        let gaps = zip(fullAt, fullAt.dropFirst()).map { $1 - $0 }
+        #expect(gaps.count == 2 && gaps[0] >= FleetDriver.diskFullPauseMilliseconds && gaps[1] >= 2 * FleetDriver.diskFullPauseMilliseconds)
+        #expect(try laptop.replica.causal("notes").get("k") == [1])
+        // With room again, frames are taken in: the same garbage is now opened and refused.
+        #expect(!laptop.isPausedForDiskFull)
+        fleet.deliver(garbage, from: phone.replica.device, to: laptop.replica.device)
+        fleet.run(forMilliseconds: 10)
+        #expect(refused == 1)
+        #expect(laptop.framesDroppedForDiskFull == 1)
     }
 
     @Test func memoryFleetRunsUntilQuietAndADetachedDeviceHearsNothingMore() throws {

@@ -38,6 +38,15 @@ public final class FleetDriver {
     private var stopped = false
     /// Where the nonces anchors are sealed under come from.
     private var anchorRandom: any RandomNumberGenerator
+    /// While the device's disk is full: frames that arrive before `until` (the
+    /// scheduler's monotonic time) are dropped unopened, and the pause doubles
+    /// with each step that fails for want of space again.
+    private var diskFullPause: (until: Int64, length: Int64)?
+    /// Frames dropped unopened while the disk was full.
+    public private(set) var framesDroppedForDiskFull = 0
+    /// The first pause after the disk fills, and the longest.
+    public static let diskFullPauseMilliseconds: Int64 = 1_000
+    public static let diskFullMaximumPauseMilliseconds: Int64 = 60_000
     /// Whether local writes reach the node by themselves (off: the owner calls ``nudge()``).
     package var deliversLocalChanges = true
 
@@ -100,8 +109,23 @@ public final class FleetDriver {
 
     /// Sealed bytes the transport received for this device. `sender` is what
     /// the transport claims; a sealed node trusts only the seal.
+    ///
+    /// While the disk is full (``isPausedForDiskFull``) the bytes are dropped
+    /// unopened: every frame a sibling sends asks for a write, each would fail
+    /// the same way, and the protocol recovers dropped frames like lost ones
+    /// (advertisements repeat, sessions time out, a round fails and backs off).
     public func receive(_ bytes: [UInt8], from sender: DeviceID) {
+        if isPausedForDiskFull {
+            framesDroppedForDiskFull += 1
+            return
+        }
         handle(identity == nil ? .frame(from: sender, bytes: bytes) : .sealed(bytes))
+    }
+
+    /// Whether frames are being dropped because the last step found the disk full.
+    public var isPausedForDiskFull: Bool {
+        guard let diskFullPause else { return false }
+        return environment.scheduler.monotonicMilliseconds < diskFullPause.until
     }
 
     /// Tells the node the app wrote (the driver does this itself for writes on
@@ -119,8 +143,31 @@ public final class FleetDriver {
         guard !draining else { return }
         draining = true
         defer { draining = false }
+        var diskFull = false
+        var framesTaken = false
         while !inbox.isEmpty, !stopped {
-            carryOut(node.handle(inbox.removeFirst(), at: environment.scheduler.monotonicMilliseconds))
+            let input = inbox.removeFirst()
+            switch input {
+            case .sealed, .frame: framesTaken = true
+            default: break
+            }
+            let outputs = node.handle(input, at: environment.scheduler.monotonicMilliseconds)
+            diskFull = diskFull || outputs.contains { if case .log(let event) = $0 { event.failure?.isDiskFull == true } else { false } }
+            carryOut(outputs)
+        }
+        noteDiskFull(diskFull, framesTaken: framesTaken)
+    }
+
+    /// A step that failed for want of space starts the pause, or doubles it when
+    /// the last one ended with the disk still full; frames taken in without that
+    /// failure once the pause is over end it.
+    private func noteDiskFull(_ full: Bool, framesTaken: Bool) {
+        let now = environment.scheduler.monotonicMilliseconds
+        if full {
+            let length = diskFullPause.map { min($0.length * 2, Self.diskFullMaximumPauseMilliseconds) } ?? Self.diskFullPauseMilliseconds
+            diskFullPause = (now + length, length)
+        } else if framesTaken, let pause = diskFullPause, now >= pause.until {
+            diskFullPause = nil
         }
     }
 
