@@ -204,7 +204,9 @@ import Testing
                     _ = try ScenarioParser.parse(drawn.preamble + "\n" + line, file: "typo")
                     Issue.record("\(line) parsed")
                 } catch let error as ScenarioParseError {
-                    #expect(error.message.contains("did you mean '\(intended)'?"), "\(line): \(error.message)")
+                    // The intended word is named (alone, or with another as close).
+                    let hint = error.message.components(separatedBy: "did you mean ").dropFirst().first ?? ""
+                    #expect(hint.contains("'\(intended)'"), "\(line): \(error.message)")
                 }
                 checked += 1
             }

@@ -156,6 +156,8 @@ import Testing
         ("fleet a\nnamespace n causal\nrestore a from monday", 3, "no backup named monday"),
         ("fleet a\nnamespace n causal\nexpect convergd", 3, "did you mean 'converged'?"),
         ("fleet a\nnamespace n causal\na pt n k v", 3, "unknown action pt for device a; did you mean 'put'?"),
+        // Two words as close: both are named.
+        ("fleet a\nnamespace n causal\na pot n k v", 3, "unknown action pot for device a; did you mean 'post' or 'put'?"),
         ("fleet a\nnamespace n cuasal", 2, "unknown kind cuasal; did you mean 'causal'?"),
         ("fleet a b\npartition a b", 2, "partition needs two sides"),
         ("fleet a b\npartition a / a b", 2, "both sides"),

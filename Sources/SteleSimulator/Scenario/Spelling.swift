@@ -28,8 +28,17 @@ public enum Spelling {
         return previous[b.count]
     }
 
-    /// `"; did you mean 'x'?"`, or nothing.
+    /// Every known word within edit distance 2 of `word` at the smallest distance found, sorted.
+    public static func closestAll(_ word: String, in candidates: some Collection<String>) -> [String] {
+        let scored = Set(candidates).map { ($0, editDistance(word, $0)) }.filter { $0.1 <= 2 }
+        guard let best = scored.map(\.1).min() else { return [] }
+        return scored.filter { $0.1 == best }.map(\.0).sorted()
+    }
+
+    /// `"; did you mean 'x'?"` (or `'x' or 'y'` when two are as close), or nothing.
     public static func hint(_ word: String, in candidates: some Collection<String>) -> String {
-        closest(word, in: candidates).map { "; did you mean '\($0)'?" } ?? ""
+        let closest = closestAll(word, in: candidates)
+        guard !closest.isEmpty else { return "" }
+        return "; did you mean " + closest.map { "'\($0)'" }.joined(separator: " or ") + "?"
     }
 }
