@@ -6,12 +6,16 @@ extension Simulation {
     // MARK: - Workload
 
     /// Runs one write on a device, tells the oracle, and lets its node know.
-    /// - Returns: `false` if the device's store refused it (a forced storage fault).
+    /// - Returns: `false` if the device's store refused it (a forced storage fault),
+    ///   or there is no device of that name (``lastFailure`` says which).
     ///   A write the device could not even aim (a message it does not hold) is
     ///   refused too, but returns `true` with ``lastRefusal`` set, and is no step at all.
     @discardableResult
     public func perform(_ name: String, _ operation: WorkloadOperation) -> Bool {
-        guard let device = device(name) else { return false }
+        guard let device = device(name) else {
+            lastFailure = "no device named \(name); add it first"
+            return false
+        }
         syncClocks()
         lastRefusal = nil
         do {

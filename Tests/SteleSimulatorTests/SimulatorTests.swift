@@ -47,7 +47,9 @@ import TestSupport
         for (name, call) in calls {
             #expect(throws: SimulationInputError.self, "\(name)") { try call() }
         }
-        #expect(simulation.statistics.faults.isEmpty)
+        #expect(!simulation.perform("fone", .put(namespace: "notes", key: "k", value: "v")))
+        #expect(simulation.lastFailure == "no device named fone; add it first")
+        #expect(simulation.statistics.faults.isEmpty && simulation.statistics.operations == 0)
         #expect(!simulation.hasBackup("b1"))
         #expect(simulation.devices.map(\.name) == ["phone", "laptop"])
         // Time never goes back.
