@@ -133,7 +133,7 @@ import TestSupport
     }
 
     @Test func theDebounceArmsOnceAndAnOvertakingRoundCancelsIt() {
-        var debounce = RoundDebounce()
+        var debounce = Debounce()
         let step13 = debounce.onWanted()
         #expect(step13)
         let step14 = debounce.onWanted()

@@ -9,7 +9,7 @@
 /// (``Replica/commit(round:digest:generation:)``).
 ///
 /// The state lives in two machines (``BarrierLeader``, ``BarrierMember``) and a
-/// debounce (``RoundDebounce``); this extension reads and writes the replica and
+/// debounce (``Debounce``); this extension reads and writes the replica and
 /// turns what they decide into outputs.
 extension FleetNode {
     /// The device that leads rounds: the lowest id on the roster (001 §4).
@@ -55,7 +55,7 @@ extension FleetNode {
     }
 
     /// The round debounce fired: open a round, or ask the leader for one.
-    mutating func onRoundDebounce() -> [FleetOutput] {
+    mutating func onDebounce() -> [FleetOutput] {
         roundDebounce.onFired()
         if mayOpenRound() { return openRound() }
         if mayRequestRound() {
@@ -162,7 +162,7 @@ extension FleetNode {
 
     /// The round timer fired: the round, if still open, fails.
     mutating func onRoundTimer(epoch: UInt64) -> [FleetOutput] {
-        guard let (_, missing, anchoring) = leading.expired(epoch: epoch) else { return [] }
+        guard let (missing, anchoring) = leading.expired(epoch: epoch) else { return [] }
         let reason =
             anchoring
             ? "the anchor did not land within \(configuration.barrierRoundMilliseconds) ms"

@@ -48,7 +48,7 @@ public struct FleetNode {
     /// The barrier as member: the last ack this device recorded, and its hold.
     var acking = BarrierMember()
     /// The debounce before a round is opened or asked for.
-    var roundDebounce = RoundDebounce()
+    var roundDebounce = Debounce()
     /// Catching up with a fleet whose generation moved past this device.
     var recovery = RecoveryMachine()
     /// Conversations' deliveries to contacts: what may go now, and what waits.
@@ -156,7 +156,7 @@ public struct FleetNode {
             siblings = SiblingView()
             leading = BarrierLeader()
             acking = BarrierMember()
-            roundDebounce = RoundDebounce()
+            roundDebounce = Debounce()
             recovery = RecoveryMachine()
             // What this device held before it started may have reached a sibling.
             delivery = DeliveryGate()
@@ -211,7 +211,7 @@ public struct FleetNode {
             if !roster.contains(peer), let account = contactAccount(of: peer) { return onContactFrame(bytes, from: peer, account: account) }
             return onFrame(bytes, from: peer)
         case .timer(.barrierDebounce):
-            return onRoundDebounce()
+            return onDebounce()
         case .timer(.barrierRound(let epoch)):
             return onRoundTimer(epoch: epoch)
         case .timer(.barrierBackoff):

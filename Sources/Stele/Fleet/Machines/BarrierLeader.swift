@@ -139,12 +139,12 @@ struct BarrierLeader {
         return .landed(round, agreed: agreed)
     }
 
-    /// The round timer of `epoch` fired: the round it belongs to, if that one is still
-    /// open, with the members that did not ack. The caller fails it.
-    func expired(epoch: UInt64) -> (round: Round, missing: Set<DeviceID>, anchoring: Bool)? {
+    /// The round timer of `epoch` fired: if its round is still open, the members
+    /// that did not ack and whether the anchor write was under way. The caller fails it.
+    func expired(epoch: UInt64) -> (missing: Set<DeviceID>, anchoring: Bool)? {
         switch state {
-        case .collecting(let round) where round.epoch == epoch: (round, round.members.subtracting(round.acks.keys), false)
-        case .anchoring(let round, _) where round.epoch == epoch: (round, round.members.subtracting(round.acks.keys), true)
+        case .collecting(let round) where round.epoch == epoch: (round.members.subtracting(round.acks.keys), false)
+        case .anchoring(let round, _) where round.epoch == epoch: (round.members.subtracting(round.acks.keys), true)
         default: nil
         }
     }
@@ -185,30 +185,5 @@ struct BarrierLeader {
         if !round.acks.keys.allSatisfy(round.members.contains) { broken.append("an ack counted from a device outside the round") }
         if round.acks[device] == nil { broken.append("a round open without the leader's own ack") }
         return broken
-    }
-}
-
-/// The debounce before a round is opened (by the leader) or asked for (by a
-/// sibling holding tombstones): `quiet`, or `armed` while its timer runs.
-struct RoundDebounce {
-    private(set) var isArmed = false
-
-    /// A round could open or be asked for: `true` when the timer is to be armed (quiet → armed).
-    mutating func onWanted() -> Bool {
-        guard !isArmed else { return false }
-        isArmed = true
-        return true
-    }
-
-    /// The timer fired (armed → quiet).
-    mutating func onFired() {
-        isArmed = false
-    }
-
-    /// A round opens without waiting (a sibling's request): `true` when the
-    /// armed timer is to be cancelled (armed → quiet).
-    mutating func onOvertaken() -> Bool {
-        defer { isArmed = false }
-        return isArmed
     }
 }

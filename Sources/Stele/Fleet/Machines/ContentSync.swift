@@ -26,8 +26,8 @@ struct ContentSync {
         var epoch: UInt64 = 0
     }
 
-    /// A change is waiting for its debounce timer, after which the device advertises.
-    private(set) var changePending = false
+    /// A change waits for this debounce, after which the device advertises.
+    private(set) var changeDebounce = Debounce()
     private var sessions: [Key: Session] = [:]
 
     var openSessions: Int { sessions.count }
@@ -41,20 +41,18 @@ struct ContentSync {
     /// The node (re)started: no session survives, no change is pending.
     mutating func onStart() {
         sessions.removeAll()
-        changePending = false
+        changeDebounce = Debounce()
     }
 
     /// A change happened (a local write, records taken in, a generation moved):
     /// `true` when the debounce timer is to be armed (quiet → changePending).
     mutating func onChange() -> Bool {
-        guard !changePending else { return false }
-        changePending = true
-        return true
+        changeDebounce.onWanted()
     }
 
     /// The debounce timer fired (changePending → quiet): time to advertise.
     mutating func onChangeDebounceFired() {
-        changePending = false
+        changeDebounce.onFired()
     }
 
     /// A session awaits the peer's reply under the timer of `session.epoch` (→ awaitingReply).
