@@ -17,11 +17,6 @@ struct OracleTap {
     /// When each message's text first reached a contact's device, by "namespace/message".
     private var reachedContact: [String: Int64] = [:]
 
-    /// The oracle of the account `account` (the own one's is `own`).
-    func oracle(for account: AccountID, own: AccountID, ownOracle: Oracle) -> Oracle {
-        account == own ? ownOracle : contactOracle
-    }
-
     enum Verdict: Equatable {
         /// No delete for everyone came before the text first reached the contact.
         case fine

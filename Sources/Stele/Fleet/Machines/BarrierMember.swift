@@ -53,15 +53,6 @@ struct BarrierMember {
         if case .holding(let hold, _) = state { hold } else { nil }
     }
 
-    /// The ack awaiting its commit, if any.
-    var outstanding: RoundNonce? {
-        switch state {
-        case .acked(let round): round
-        case .holding(_, let outstanding): outstanding
-        case .free, .unreadable: nil
-        }
-    }
-
     /// Why the recorded ack cannot be read, while it cannot.
     var unreadable: String? {
         if case .unreadable(let why) = state { why } else { nil }

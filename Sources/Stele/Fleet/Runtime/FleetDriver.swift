@@ -42,6 +42,8 @@ public final class FleetDriver {
     /// scheduler's monotonic time) are dropped unopened, and the pause doubles
     /// with each step that fails for want of space again.
     private var diskFullPause: (until: Int64, length: Int64)?
+    /// A step being carried out logged a failure for want of space.
+    private var stepFoundDiskFull = false
     /// Frames dropped unopened while the disk was full.
     public private(set) var framesDroppedForDiskFull = 0
     /// The first pause after the disk fills, and the longest.
@@ -143,7 +145,7 @@ public final class FleetDriver {
         guard !draining else { return }
         draining = true
         defer { draining = false }
-        var diskFull = false
+        stepFoundDiskFull = false
         var framesTaken = false
         while !inbox.isEmpty, !stopped {
             let input = inbox.removeFirst()
@@ -151,11 +153,9 @@ public final class FleetDriver {
             case .sealed, .frame: framesTaken = true
             default: break
             }
-            let outputs = node.handle(input, at: environment.scheduler.monotonicMilliseconds)
-            diskFull = diskFull || outputs.contains { if case .log(let event) = $0 { event.failure?.isDiskFull == true } else { false } }
-            carryOut(outputs)
+            carryOut(node.handle(input, at: environment.scheduler.monotonicMilliseconds))
         }
-        noteDiskFull(diskFull, framesTaken: framesTaken)
+        noteDiskFull(stepFoundDiskFull, framesTaken: framesTaken)
     }
 
     /// A step that failed for want of space starts the pause, or doubles it when
@@ -178,7 +178,10 @@ public final class FleetDriver {
             case let .arm(timer, delay): arm(timer, afterMilliseconds: delay)
             case .cancel(let timer): timers.removeValue(forKey: timer)?.timer.cancel()
             case .log(let event):
-                if let failure = event.failure { lastFailure = failure }
+                if let failure = event.failure {
+                    lastFailure = failure
+                    if failure.isDiskFull { stepFoundDiskFull = true }
+                }
                 onEvent?(event)
             case .writeAnchor(let anchor): write(anchor)
             case .readAnchor: readAnchor()
