@@ -10,7 +10,7 @@ enum BenchCommand {
         let parsed = try ParsedArguments(arguments, flags: ["--json", "--quick"], usage: usage)
         for filter in parsed.positionals where !BenchmarkSuite.figureNames.contains(where: { $0.hasPrefix(filter) }) {
             var message = "no benchmark named '\(filter)'"
-            if let suggestion = Spelling.closest(filter, in: BenchmarkSuite.figureNames) { message += "; did you mean '\(suggestion)'?" }
+            message += Spelling.hint(filter, in: BenchmarkSuite.figureNames)
             throw UsageError(message: message + " (known: \(BenchmarkSuite.figureNames.joined(separator: ", ")))", usage: usage)
         }
         let json = parsed.has("--json")

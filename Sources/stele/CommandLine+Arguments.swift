@@ -36,7 +36,7 @@ struct ParsedArguments {
                 } else {
                     let known = knownFlags.union(knownOptions)
                     var message = "unknown option '\(argument)'"
-                    if let suggestion = Spelling.closest(argument, in: known) { message += "; did you mean '\(suggestion)'?" }
+                    message += Spelling.hint(argument, in: known)
                     throw UsageError(message: message, usage: usage)
                 }
             } else {

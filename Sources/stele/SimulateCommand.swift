@@ -97,7 +97,7 @@ enum SimulateCommand {
         for name in list.split(separator: ",").map(String.init) {
             guard let fault = SimulationRun.Fault(rawValue: name) else {
                 var message = "unknown fault '\(name)'"
-                if let suggestion = Spelling.closest(name, in: SimulationRun.Fault.allCases.map(\.rawValue)) { message += "; did you mean '\(suggestion)'?" }
+                message += Spelling.hint(name, in: SimulationRun.Fault.allCases.map(\.rawValue))
                 throw UsageError(message: message, usage: usage)
             }
             faults.insert(fault)

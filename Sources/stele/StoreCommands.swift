@@ -124,6 +124,7 @@ enum StoreCommands {
     }
 
     private static func hint(_ word: String, _ candidates: [String]) -> String {
-        Spelling.closest(word, in: candidates).map { "; did you mean '\($0)'?" } ?? "; use \(candidates.joined(separator: ", "))"
+        let suggestion = Spelling.hint(word, in: candidates)
+        return suggestion.isEmpty ? "; use \(candidates.joined(separator: ", "))" : suggestion
     }
 }

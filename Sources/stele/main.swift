@@ -47,7 +47,7 @@ func main() -> Int32 {
     }
     guard let command = commands.first(where: { $0.name == name }) else {
         var message = "stele: unknown command '\(name)'"
-        if let suggestion = Spelling.closest(name, in: commands.map(\.name)) { message += "; did you mean '\(suggestion)'?" }
+        message += Spelling.hint(name, in: commands.map(\.name))
         printError(message + "\n\n" + generalUsage)
         return 2
     }

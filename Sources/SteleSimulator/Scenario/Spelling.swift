@@ -1,16 +1,5 @@
 /// Suggestions for typos, in scenarios and on the command line.
 public enum Spelling {
-    /// The known word within edit distance 2 of `word`, if any (the first in
-    /// sorted order among the closest).
-    public static func closest(_ word: String, in candidates: some Collection<String>) -> String? {
-        var best: (word: String, distance: Int)?
-        for candidate in candidates.sorted() {
-            let distance = editDistance(word, candidate)
-            if distance <= 2 && distance < (best?.distance ?? Int.max) { best = (candidate, distance) }
-        }
-        return best?.word
-    }
-
     /// Levenshtein distance over characters.
     static func editDistance(_ a: String, _ b: String) -> Int {
         let a = Array(a)
