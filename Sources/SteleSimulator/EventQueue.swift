@@ -51,6 +51,9 @@ struct EventQueue<Payload> {
         return (entry.deadline, entry.sequence, entry.payload)
     }
 
+    /// Whether any queued payload matches.
+    func contains(where matches: (Payload) -> Bool) -> Bool { heap.contains { matches($0.payload) } }
+
     /// Every queued payload, in no particular order.
     var payloads: [Payload] { heap.map(\.payload) }
 

@@ -52,7 +52,7 @@ extension Simulation {
     /// Tombstones retained across the online devices' stores.
     public func totalTombstones() -> Int {
         observing {
-            devices.reduce(0) { total, device in total + ((try? device.replica.report())?.namespaces.reduce(0) { $0 + $1.tombstones } ?? 0) }
+            devices.reduce(0) { total, device in total + ((try? device.replica.tombstoneCount()) ?? 0) }
         }
     }
 

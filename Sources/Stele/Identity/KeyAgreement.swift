@@ -29,30 +29,25 @@ enum KeyAgreement {
         return secret
     }
 
+    // Fetched once (see shim.h): resolving an algorithm by name per call cost more
+    // than the derivation itself. Fetched algorithms are immutable and
+    // reference-counted: libcrypto allows them to be used from any thread.
+    nonisolated(unsafe) private static let hkdfAlgorithm: OpaquePointer? = stele_hkdf_fetch()
+    nonisolated(unsafe) static let hmacAlgorithm: OpaquePointer? = stele_hmac_fetch()
+
     /// HKDF-SHA256 extract-then-expand: `count` bytes from `key` under `salt` and `info`.
     static func hkdf(key: [UInt8], salt: [UInt8], info: [UInt8], count: Int) throws -> [UInt8] {
-        guard let context = EVP_PKEY_CTX_new_id(EVP_PKEY_HKDF, nil) else { throw CryptoError.last("EVP_PKEY_CTX_new_id (HKDF)") }
-        defer { EVP_PKEY_CTX_free(context) }
-        guard EVP_PKEY_derive_init(context) == 1,
-            EVP_PKEY_CTX_set_hkdf_md(context, EVP_sha256()) == 1,
-            EVP_PKEY_CTX_set1_hkdf_salt(context, salt, Int32(salt.count)) == 1,
-            EVP_PKEY_CTX_set1_hkdf_key(context, key, Int32(key.count)) == 1,
-            EVP_PKEY_CTX_add1_hkdf_info(context, info, Int32(info.count)) == 1
-        else { throw CryptoError.last("HKDF set-up") }
+        guard let algorithm = hkdfAlgorithm else { throw CryptoError.last("EVP_KDF_fetch (HKDF)") }
         var output = [UInt8](repeating: 0, count: count)
-        var length = count
-        guard EVP_PKEY_derive(context, &output, &length) == 1, length == count else { throw CryptoError.last("EVP_PKEY_derive (HKDF)") }
+        guard stele_hkdf_sha256(algorithm, key, key.count, salt, salt.count, info, info.count, &output, count) == 1 else {
+            throw CryptoError.last("EVP_KDF_derive (HKDF)")
+        }
         return output
     }
 
     /// HMAC-SHA256 of `message` under `key` (32 bytes).
     static func hmac(key: [UInt8], _ message: [UInt8]) throws -> [UInt8] {
-        var output = [UInt8](repeating: 0, count: 32)
-        var length: UInt32 = 32
-        guard HMAC(EVP_sha256(), key, Int32(key.count), message, message.count, &output, &length) != nil, length == 32 else {
-            throw CryptoError.last("HMAC")
-        }
-        return output
+        try HMACKey(key).authenticate(message)
     }
 
     /// The Ed25519 public key of a 32-byte private seed.
@@ -98,6 +93,32 @@ enum KeyAgreement {
     static func constantTimeEqual(_ a: [UInt8], _ b: ArraySlice<UInt8>) -> Bool {
         guard a.count == b.count else { return false }
         return a.withUnsafeBytes { left in Array(b).withUnsafeBytes { right in CRYPTO_memcmp(left.baseAddress, right.baseAddress, a.count) == 0 } }
+    }
+}
+
+/// An HMAC-SHA256 key set up once in libcrypto, for a key that authenticates
+/// many messages (a sibling pair's tag key is tried on every frame it receives).
+///
+/// `@unchecked Sendable`: the keyed context is never changed after `init`; each
+/// message is authenticated on a duplicate of it, and duplicating only reads it.
+final class HMACKey: @unchecked Sendable {
+    private let context: OpaquePointer
+
+    /// - Throws: ``CryptoError`` when libcrypto cannot provide HMAC-SHA256.
+    init(_ key: [UInt8]) throws {
+        guard let algorithm = KeyAgreement.hmacAlgorithm, let context = stele_hmac_sha256_keyed(algorithm, key, key.count) else {
+            throw CryptoError.last("EVP_MAC_init (HMAC-SHA256)")
+        }
+        self.context = context
+    }
+
+    deinit { EVP_MAC_CTX_free(context) }
+
+    /// The 32-byte HMAC of `message`.
+    func authenticate(_ message: [UInt8]) throws -> [UInt8] {
+        var output = [UInt8](repeating: 0, count: 32)
+        guard stele_hmac_keyed(context, message, message.count, &output) == 1 else { throw CryptoError.last("HMAC-SHA256") }
+        return output
     }
 }
 

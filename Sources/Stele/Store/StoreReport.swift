@@ -38,7 +38,8 @@ extension Replica {
     public func report() throws -> StoreReport {
         var namespaces: [StoreReport.Namespace] = []
         for declaration in self.namespaces {
-            let (live, tombstones, bytes) = try counts(declaration)
+            let (live, tombstones) = try counts(declaration)
+            let bytes = try tableBytes(declaration.table)
             namespaces.append(StoreReport.Namespace(name: declaration.name, kind: declaration.kind.rawValue, live: live, tombstones: tombstones, bytes: bytes))
         }
         let fileBytes = ["", "-wal"].reduce(0) { total, suffix in
@@ -53,7 +54,13 @@ extension Replica {
             ackedRound: ack.map { Hex.encode($0.round.bytes) }, ackedGeneration: ack?.generation)
     }
 
-    private func counts(_ declaration: NamespaceDeclaration) throws -> (Int, Int, Int) {
+    /// Retained tombstones across every namespace: the report's `tombstones`
+    /// summed, without measuring pages or files (cheap enough to ask after every write).
+    public func tombstoneCount() throws -> Int {
+        try namespaces.reduce(0) { total, declaration in total + (try counts(declaration)).tombstones }
+    }
+
+    private func counts(_ declaration: NamespaceDeclaration) throws -> (live: Int, tombstones: Int) {
         let table = declaration.table
         let sql: String
         switch declaration.kind {
@@ -74,8 +81,7 @@ extension Replica {
         case .appendOnly, .local:
             sql = "SELECT count(*), 0 FROM \(table)"
         }
-        let row = try connection.queryFirst(sql) { (Int($0.int64(0)), Int($0.int64(1))) } ?? (0, 0)
-        return (row.0, row.1, try tableBytes(table))
+        return try connection.queryFirst(sql) { (Int($0.int64(0)), Int($0.int64(1))) } ?? (0, 0)
     }
 
     /// Bytes of the pages holding a table and its indexes, from SQLite's `dbstat`

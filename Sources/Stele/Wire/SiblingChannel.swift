@@ -45,7 +45,8 @@ public struct SiblingChannel: Sendable {
     /// A pair's directional key and the tag key derived from it.
     private struct PairKeys: Sendable {
         let frame: [UInt8]
-        let tag: [UInt8]
+        /// The tag key, keyed in libcrypto once for every frame of the pair.
+        let tag: HMACKey
     }
     private static let zeroNonce = [UInt8](repeating: 0, count: Sealing.nonceCount)
 
@@ -129,7 +130,7 @@ public struct SiblingChannel: Sendable {
         header.reserveCapacity(Self.headerCount + frame.count + Sealing.tagCount)
         header += recipient.bytes
         header += salt
-        header += try KeyAgreement.hmac(key: pair.tag, header).prefix(Self.senderTagCount)
+        header += try pair.tag.authenticate(header).prefix(Self.senderTagCount)
         let key = try KeyAgreement.hkdf(key: pair.frame, salt: salt, info: Self.frameLabel, count: 32)
         return header + Sealing.seal(frame, keyBytes: key, associated: header, nonce: Self.zeroNonce)
     }
@@ -174,7 +175,7 @@ public struct SiblingChannel: Sendable {
 
     /// Whether the sender whose pair keys these are made the header's tag.
     private static func tagMatches(_ header: (salt: [UInt8], tagged: [UInt8], tag: [UInt8]), _ pair: PairKeys) -> Bool {
-        guard let mine = try? KeyAgreement.hmac(key: pair.tag, header.tagged) else { return false }
+        guard let mine = try? pair.tag.authenticate(header.tagged) else { return false }
         return KeyAgreement.constantTimeEqual(Array(mine.prefix(senderTagCount)), header.tag[...])
     }
 
@@ -202,7 +203,7 @@ public struct SiblingChannel: Sendable {
     private func pairKeys(secretWith peer: DeviceID, from sender: DeviceID, to recipient: DeviceID) throws -> PairKeys {
         let secret = try KeyAgreement.sharedSecret(privateKey: identity.privateKey, peer: peer)
         let frame = try KeyAgreement.hkdf(key: secret, salt: pairSalt, info: pairLabel + sender.bytes + recipient.bytes, count: 32)
-        return PairKeys(frame: frame, tag: try KeyAgreement.hkdf(key: frame, salt: Self.zeroSalt, info: Self.tagLabel, count: 32))
+        return PairKeys(frame: frame, tag: try HMACKey(try KeyAgreement.hkdf(key: frame, salt: Self.zeroSalt, info: Self.tagLabel, count: 32)))
     }
 }
 
