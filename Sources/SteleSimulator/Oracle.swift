@@ -102,70 +102,33 @@ public final class Oracle {
     /// - Returns: the rule's refusal, if the rules refused the write.
     @discardableResult
     public func perform(_ operation: WorkloadOperation, on replica: Replica, deviceName: String, time: Int64) throws -> ReplicaError? {
-        func add(_ namespace: String, _ key: String, _ kind: Operation.Kind) {
-            noteLimit(namespace, key, kind, by: replica.device)
-            record(Operation(id: operations.count, namespace: namespace, key: key, device: replica.device, deviceName: deviceName, time: time, kind: kind))
-        }
+        let written: WorkloadOperation.Written
         do {
-            switch operation {
-            case let .put(namespace, key, value):
-                let bytes = Array(value.utf8)
-                switch try replica.declaration(of: namespace).kind {
-                case .causal:
-                    let dot = try replica.causal(namespace).put(key, bytes)
-                    guard let record = try observe(replica, { try $0.causal(namespace).record(key) }),
-                        let version = record.versions.first(where: { $0.dot == dot })
-                    else { return nil }
-                    add(namespace, key, .causalPut(value: bytes, dot: dot, timestamp: version.timestamp, vector: record.vector))
-                case .lww:
-                    add(namespace, key, .lww(value: bytes, stamp: try replica.lww(namespace).put(key, bytes)))
-                case .appendOnly:
-                    add(namespace, key, .appendOnly(value: bytes, stamp: try replica.appendOnly(namespace).put(key, bytes)))
-                case .local:
-                    try replica.local(namespace).put(key, bytes)
-                case .log:
-                    add(namespace, key, .append(id: try replica.log(namespace).append(group: key, body: bytes)))
-                case .messages:
-                    return nil
-                }
-            case let .delete(namespace, key):
-                switch try replica.declaration(of: namespace).kind {
-                case .causal:
-                    guard try replica.causal(namespace).delete(key) != nil, let record = try observe(replica, { try $0.causal(namespace).record(key) }) else { return nil }
-                    add(namespace, key, .causalDelete(vector: record.vector))
-                case .lww:
-                    guard let stamp = try replica.lww(namespace).delete(key) else { return nil }
-                    add(namespace, key, .lww(value: nil, stamp: stamp))
-                case .log:
-                    guard let marker = try replica.log(namespace).bury(key) else { return nil }
-                    add(namespace, key, .bury(marker: marker))
-                case .local:
-                    try replica.local(namespace).delete(key)
-                case .appendOnly, .messages:
-                    return nil
-                }
-            case let .append(namespace, group, value):
-                add(namespace, group, .append(id: try replica.log(namespace).append(group: group, body: Array(value.utf8))))
-            case let .bury(namespace, group):
-                guard let marker = try replica.log(namespace).bury(group) else { return nil }
-                add(namespace, group, .bury(marker: marker))
-            case let .post(namespace, message, text):
-                add(namespace, message, .message(try replica.messages(namespace).post(message, body: Array(text.utf8), author: deviceName)))
-            case let .edit(namespace, message, text):
-                add(namespace, message, .message(try replica.messages(namespace).edit(message, body: Array(text.utf8))))
-            case let .unsend(namespace, message, scope):
-                guard let op = try replica.messages(namespace).unsend(message, scope: scope) else { return nil }
-                add(namespace, message, .message(op))
-            case let .react(namespace, message, emoji):
-                add(namespace, message, .message(try replica.messages(namespace).react(message, emoji: emoji, as: deviceName)))
-            case let .unreact(namespace, message, _):
-                add(namespace, message, .message(try replica.messages(namespace).unreact(message, as: deviceName)))
-            }
-        } catch let error as ReplicaError
-            where [.appendOnlyIsFinal, .groupBuried, .messageExists, .messageMissing, .messageDeleted].contains(error.code)
-        {
+            written = try operation.write(on: replica, author: deviceName)
+        } catch let error as ReplicaError where WorkloadOperation.refusals.contains(error.code) {
             return error
         }
+        let kind: Operation.Kind
+        switch written {
+        case .nothing:
+            return nil
+        case let .causalPut(namespace, key, value, dot):
+            guard let record = try observe(replica, { try $0.causal(namespace).record(key) }),
+                let version = record.versions.first(where: { $0.dot == dot })
+            else { return nil }
+            kind = .causalPut(value: value, dot: dot, timestamp: version.timestamp, vector: record.vector)
+        case let .causalDelete(namespace, key):
+            guard let record = try observe(replica, { try $0.causal(namespace).record(key) }) else { return nil }
+            kind = .causalDelete(vector: record.vector)
+        case let .lww(_, _, value, stamp): kind = .lww(value: value, stamp: stamp)
+        case let .appendOnly(_, _, value, stamp): kind = .appendOnly(value: value, stamp: stamp)
+        case let .append(_, _, id): kind = .append(id: id)
+        case let .bury(_, _, marker): kind = .bury(marker: marker)
+        case let .message(_, _, op): kind = .message(op)
+        }
+        let (namespace, key) = written.place
+        noteLimit(namespace, key, kind, by: replica.device)
+        record(Operation(id: operations.count, namespace: namespace, key: key, device: replica.device, deviceName: deviceName, time: time, kind: kind))
         return nil
     }
 

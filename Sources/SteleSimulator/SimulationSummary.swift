@@ -4,7 +4,10 @@ import Stele
 /// The totals of many runs, as `stele simulate` prints them.
 public struct SimulationSummary: Sendable, Codable {
     public var runs = 0
+    /// Workload writes the devices made, across every run.
     public var operations = 0
+    /// Wall-clock seconds the runs took, set by whoever timed them (`stele simulate`).
+    public var wallSeconds: Double = 0
     public var deletes = 0
     public var frames = 0
     public var faults: [String: Int] = [:]
@@ -95,6 +98,7 @@ public struct SimulationSummary: Sendable, Codable {
             "runs                \(runs)",
             "operations          \(operations) (\(deletes) deletes)",
             "frames              \(frames)",
+            String(format: "wall time           %.1f s (%.0f operations/s)", wallSeconds, wallSeconds > 0 ? Double(operations) / wallSeconds : 0),
             "faults              " + (faults.isEmpty ? "none" : faults.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")),
             "resurrections       \(resurrections)",
             "lost writes         \(lostWrites)",

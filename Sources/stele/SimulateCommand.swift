@@ -30,13 +30,16 @@ enum SimulateCommand {
         let interactive = isatty(STDERR_FILENO) == 1
         var outcomes: [SimulationRun.Outcome] = []
         var lastLine = -1
+        let started = ContinuousClock.now
         for index in 0..<count {
             let seed = base &+ UInt64(index)
             outcomes.append(try SimulationRun.run(seed: seed, options: options))
             progress(index + 1, of: count, failures: outcomes.filter(\.failed).count, interactive: interactive, lastLine: &lastLine)
         }
         if interactive { FileHandle.standardError.write(Data("\n".utf8)) }
-        let summary = SimulationSummary(outcomes)
+        var summary = SimulationSummary(outcomes)
+        let elapsed = (ContinuousClock.now - started).components
+        summary.wallSeconds = Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
         if parsed.has("--json") {
             print(try jsonText(summary))
         } else {
