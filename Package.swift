@@ -28,7 +28,7 @@ let package = Package(
         ),
         .target(name: "SteleSQL", dependencies: ["CSQLite"]),
         .target(name: "Stele", dependencies: ["SteleSQL", "CCrypto", "CZlib"]),
-        .target(name: "SteleSimulator", dependencies: ["Stele"]),
+        .target(name: "SteleSimulator", dependencies: ["Stele", "SteleSQL"]),
         .target(name: "SteleBench", dependencies: ["Stele", "SteleSQL", "SteleSimulator"]),
         .executableTarget(name: "stele", dependencies: ["Stele", "SteleSimulator", "SteleBench"]),
         // libFuzzer target for the frame decoder: swift build -c release --sanitize=fuzzer --product stele-fuzz-frames

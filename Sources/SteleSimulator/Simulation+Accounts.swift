@@ -28,9 +28,9 @@ extension Simulation {
         let path = "\(folder)/\(name).stele"
         let clock = ManualWallClock(milliseconds: Self.epoch)
         let keys = MemoryKeyStore()
-        let replica = try Replica.create(
-            at: path, account: account, device: identity.deviceID,
-            options: Replica.Options(clock: clock, random: SplitMix64(seed: seed ^ identity.deviceID.stableSeed), stampFloor: usesStampFloors ? keys : nil))
+        var options = Replica.Options(clock: clock, random: SplitMix64(seed: seed ^ identity.deviceID.stableSeed), stampFloor: usesStampFloors ? keys : nil)
+        options.sqlite = storage.sqlite
+        let replica = try Replica.create(at: path, account: account, device: identity.deviceID, options: options)
         let driver = try FleetDriver(
             replica: replica, identity: identity, keyStore: keys, environment: SimulatedEnvironment(simulation: self, device: identity.deviceID).environment,
             configuration: configuration, random: SplitMix64(seed: seed &+ identity.deviceID.stableSeed),

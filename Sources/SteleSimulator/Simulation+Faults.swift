@@ -106,8 +106,9 @@ extension Simulation {
     /// Drops the device's replica and node, optionally changes its file, then
     /// reopens the file and restarts the node.
     func reopen(_ device: SimulatedDevice, whileClosed change: () throws -> Void = {}) throws {
-        let options = Replica.Options(
+        var options = Replica.Options(
             clock: device.clock, random: SplitMix64(seed: seed ^ device.id.stableSeed ^ UInt64(now)), stampFloor: usesStampFloors ? device.keys : nil)
+        options.sqlite = storage.sqlite
         device.firedBeforeReopen += device.replica.storageFaultsFired
         // The process dies: its driver hears nothing more. Release every
         // reference to the store before touching its file.

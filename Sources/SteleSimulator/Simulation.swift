@@ -1,5 +1,6 @@
 import Foundation
 import Stele
+import SteleSQL
 
 /// A fleet of devices on a virtual clock and a seeded network: the world the
 /// scenario language and `stele simulate` run in (DESIGN §9).
@@ -74,6 +75,8 @@ public final class Simulation {
     public internal(set) var timeline: [TimelineEntry] = []
 
     let folder: String
+    /// Where and how the devices' stores are kept.
+    public let storage: Storage
     var random: SplitMix64
     var queue = EventQueue<Event>()
     var backups: [String: (device: String, path: String, time: Int64, keys: MemoryKeyStore, forgettingMark: Int)] = [:]
@@ -119,13 +122,43 @@ public final class Simulation {
         case anchorRead(device: DeviceID, completion: (Result<[UInt8]?, AnchorError>) -> Void)
     }
 
+    /// Where the devices' stores live. Either way each store is a real SQLite
+    /// file in WAL mode, a crash drops what the process held and reopens the
+    /// file, and a backup is a real copy of it: the simulated process never
+    /// dies, so what the operating system holds survives every simulated crash,
+    /// and whether the file was synced to a disk is nothing the run can observe.
+    public enum Storage: Sendable, Equatable {
+        /// As a device keeps it: the temporary directory, `synchronous=NORMAL`.
+        case asShipped
+        /// Memory-backed files (`/dev/shm` where there is one) written without
+        /// syncs: the same bytes, without the disk (the default).
+        case inMemoryFiles
+
+        var folder: URL {
+            var shared: ObjCBool = false
+            if self == .inMemoryFiles, FileManager.default.fileExists(atPath: "/dev/shm", isDirectory: &shared), shared.boolValue,
+                FileManager.default.isWritableFile(atPath: "/dev/shm")
+            {
+                return URL(fileURLWithPath: "/dev/shm")
+            }
+            return FileManager.default.temporaryDirectory
+        }
+
+        var sqlite: Connection.Configuration {
+            var configuration = Connection.Configuration.standard
+            if self == .inMemoryFiles { configuration.synchronous = "OFF" }
+            return configuration
+        }
+    }
+
     /// Creates an empty world; add devices with ``addDevice(_:)``.
-    public init(seed: UInt64, configuration: FleetConfiguration = FleetConfiguration(collects: true)) throws {
+    public init(seed: UInt64, configuration: FleetConfiguration = FleetConfiguration(collects: true), storage: Storage = .inMemoryFiles) throws {
         self.seed = seed
         self.configuration = configuration
+        self.storage = storage
         accounts = try SimulatedAccounts(seed: seed)
         random = SplitMix64(seed: seed)
-        folder = FileManager.default.temporaryDirectory.appendingPathComponent("stele-sim-\(UUID().uuidString)").path
+        folder = storage.folder.appendingPathComponent("stele-sim-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: folder + "/backups", withIntermediateDirectories: true)
     }
 

@@ -25,6 +25,8 @@ public struct SimulationRun {
         /// Whether a contact account (two devices) talks in "chat", a conversation:
         /// its devices post and react, go offline, and deliveries run both ways.
         public var contact = true
+        /// Where the stores live (``Simulation/Storage``): the same verdicts either way.
+        public var storage = Simulation.Storage.inMemoryFiles
 
         public init() {}
     }
@@ -74,7 +76,7 @@ public struct SimulationRun {
     }
 
     public static func run(seed: UInt64, options: Options) throws -> Outcome {
-        let simulation = try Simulation(seed: seed)
+        let simulation = try Simulation(seed: seed, storage: options.storage)
         simulation.setCollection(options.collects)
         var random = SplitMix64(seed: seed ^ 0x5EED_F00D)
         // Every step is a scenario statement, carried out by the simulation and

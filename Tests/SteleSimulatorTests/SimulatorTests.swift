@@ -117,6 +117,47 @@ import TestSupport
         #expect(other.last != first.last)
     }
 
+    /// Stores on memory-backed files without syncs (the default, for speed) and
+    /// stores as a device keeps them give the same runs: the same events, the
+    /// same bytes on the wire, the same verdicts, crashes, backups and restores
+    /// included (every fault is on).
+    @Test(arguments: [UInt64(41), 42, 43])
+    func memoryBackedStoresGiveTheSameRunsAsStoresOnDisk(seed: UInt64) throws {
+        var options = Self.options(devices: 4, steps: 250)
+        options.storage = .asShipped
+        let onDisk = try SimulationRun.run(seed: seed, options: options)
+        options.storage = .inMemoryFiles
+        let inMemory = try SimulationRun.run(seed: seed, options: options)
+        #expect(onDisk.faults["crash", default: 0] + onDisk.faults["restore", default: 0] > 0, "the run should crash or restore a device")
+        #expect(inMemory.eventLogHash == onDisk.eventLogHash)
+        #expect(inMemory.wireDigest == onDisk.wireDigest)
+        #expect(inMemory.operations == onDisk.operations && inMemory.frames == onDisk.frames)
+        #expect(inMemory.findings == onDisk.findings)
+        #expect(inMemory.failed == onDisk.failed)
+        #expect(inMemory.tombstonesLeft == onDisk.tombstonesLeft)
+    }
+
+    @Test func theShippedScenariosGiveTheSameVerdictsOnEitherStorage() throws {
+        for file in ScenarioTests.files {
+            let text = try String(contentsOf: ScenarioTests.directory.appendingPathComponent(file), encoding: .utf8)
+            let scenario = try ScenarioParser.parse(text, file: file)
+            var verdicts: [String] = []
+            var hashes: [UInt64] = []
+            for storage in [Simulation.Storage.asShipped, .inMemoryFiles] {
+                let runner = try ScenarioRunner(scenario: scenario, seed: 0, storage: storage)
+                do {
+                    try runner.run()
+                    verdicts.append("pass")
+                } catch {
+                    verdicts.append("\(error)")
+                }
+                hashes.append(runner.simulation.eventLogHash)
+            }
+            #expect(verdicts[0] == verdicts[1], "\(file): \(verdicts)")
+            #expect(hashes[0] == hashes[1], "\(file)")
+        }
+    }
+
     @Test func differentSeedsTakeDifferentRuns() throws {
         let hashes = try (20..<24).map { try SimulationRun.run(seed: $0, options: Self.options(steps: 60)).eventLogHash }
         #expect(Set(hashes).count == hashes.count)

@@ -18,6 +18,10 @@ public final class Replica {
         public var readOnly: Bool
         /// SQLite failures to force (tests and the simulator: a seam, not API).
         package var faults: SQLiteFaultPlan?
+        /// How the connection is set up (the simulator turns syncs off: a crash it
+        /// simulates keeps the operating system's page cache, so a sync changes
+        /// nothing it can observe).
+        package var sqlite: Connection.Configuration = .standard
         /// Where the device's ``StampFloor`` is kept: its ``KeyStore``, outside the
         /// replica file and its backups. With one, a replica restored from a backup
         /// never issues a counter or a stamp it issued before (``StampFloor``);
@@ -145,7 +149,7 @@ public final class Replica {
         }
         let existedBefore = FileManager.default.fileExists(atPath: path)
         do {
-            let connection = try Connection(path: path, mode: .readWriteCreate, configuration: .standard, faults: options.faults)
+            let connection = try Connection(path: path, mode: .readWriteCreate, configuration: options.sqlite, faults: options.faults)
             let now = options.clock.nowMilliseconds()
             try connection.transaction {
                 try ReplicaSchema.migrator.migrate(connection)
@@ -205,7 +209,7 @@ public final class Replica {
                 "the store at \(path) belongs to device \(identity.device.hex), not \(device.hex); each device opens its own store")
         }
         if !options.readOnly {
-            try connection.configure(.standard)
+            try connection.configure(options.sqlite)
             try connection.transaction { try ReplicaSchema.migrator.migrate(connection) }
         }
         return try Replica(path: path, connection: connection, identity: identity, options: options)

@@ -30,10 +30,10 @@ public final class ScenarioRunner {
     /// Called before each line runs (for narration and progress).
     public var onLine: ((Scenario.Line) -> Void)?
 
-    public init(scenario: Scenario, seed: UInt64 = 0) throws {
+    public init(scenario: Scenario, seed: UInt64 = 0, storage: Simulation.Storage = .inMemoryFiles) throws {
         self.scenario = scenario
         self.seed = seed
-        simulation = try Simulation(seed: seed)
+        simulation = try Simulation(seed: seed, storage: storage)
     }
 
     /// Runs every line.
