@@ -281,7 +281,7 @@ public struct FleetNode {
     /// This device's advertisement: every replicated namespace's root, then the generation.
     public func advertisement() throws -> Advertisement {
         Advertisement(
-            roots: try replica.namespaces.filter { $0.kind.isReplicated }.map { .init(namespace: $0.name, digest: try replica.digest(of: $0.name)) },
+            roots: try replica.replicatedDigests().map { .init(namespace: $0.namespace, digest: $0.digest) },
             generation: replica.generation)
     }
 

@@ -33,8 +33,7 @@ extension Replica {
     /// when they hold the same live content (tombstones are not leaves; a `log`
     /// namespace's markers are).
     public func contentDigest() throws -> Hash32 {
-        let roots = try namespaces.filter(\.kind.isReplicated).map { ($0.name, try digest(of: $0.name)) }
-        return hasher.hash(LeafEncoding.content(roots))
+        return hasher.hash(LeafEncoding.content(try replicatedDigests().map { ($0.namespace, $0.digest) }))
     }
 
     /// The round this device acked last, or `nil` if it has acked none (or

@@ -36,6 +36,19 @@ extension Replica {
         return hasher.hash(LeafEncoding.root(count: state.index.totalCount, sum: state.index.totalSum))
     }
 
+    /// The root digest of every replicated namespace, sorted by name (what an
+    /// advertisement carries), after one look for other handles' writes rather
+    /// than one per namespace.
+    public func replicatedDigests() throws -> [(namespace: String, digest: Hash32)] {
+        try catchUpWithOtherWriters()
+        return try declared.values.filter { $0.kind.isReplicated }.sorted { $0.name < $1.name }.map { declaration in
+            guard let state = digests[declaration.id] else {
+                throw ReplicaError(.invalidName, "namespace \(declaration.name) keeps no digest on this handle; reopen the store to rebuild it")
+            }
+            return (declaration.name, hasher.hash(LeafEncoding.root(count: state.index.totalCount, sum: state.index.totalSum)))
+        }
+    }
+
     func digestState(_ declaration: NamespaceDeclaration) -> NamespaceDigest? { digests[declaration.id] }
 
     func recordLeaf(_ declaration: NamespaceDeclaration, key: some Collection<UInt8>, leaf: Leaf, added: Bool) {
