@@ -35,6 +35,13 @@ public final class Connection {
         /// ``returnFreePages()`` can give freed pages back to the file system). SQLite
         /// fixes it when the first page is written; on an existing file it changes nothing.
         public var autoVacuum: String
+        /// `locking_mode`: `nil` leaves SQLite's `NORMAL`, which lets other
+        /// connections and processes share the file. `EXCLUSIVE` keeps the locks
+        /// from the first read and the WAL index in this process's memory: no lock
+        /// calls per transaction, and no other connection can use the file while
+        /// this one is open (the simulator, which holds each store through one
+        /// handle).
+        public var lockingMode: String?
 
         public init(journalMode: String = "WAL", synchronous: String = "NORMAL", busyTimeoutMilliseconds: Int32 = 5_000, autoVacuum: String = "INCREMENTAL") {
             self.journalMode = journalMode
@@ -109,6 +116,8 @@ public final class Connection {
     public func configure(_ configuration: Configuration) throws {
         sqlite3_busy_timeout(handle, configuration.busyTimeoutMilliseconds)
         // Before the journal mode: switching to WAL writes the first page.
+        // Before the journal mode too: in exclusive mode WAL keeps its index in memory.
+        if let lockingMode = configuration.lockingMode { _ = try scalarText("PRAGMA locking_mode=\(lockingMode)") }
         try execute("PRAGMA auto_vacuum=\(configuration.autoVacuum)")
         let mode = try scalarText("PRAGMA journal_mode=\(configuration.journalMode)")
         if path != ":memory:" && !path.isEmpty, mode?.lowercased() != configuration.journalMode.lowercased() {

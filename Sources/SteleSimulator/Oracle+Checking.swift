@@ -123,6 +123,8 @@ extension Oracle {
             guard case .append(let id) = op.kind else { continue }
             if buried.contains(op.key) { buriedEvents[id] = op.key } else { expected[id] = op.key }
         }
+        // In the order of the ids as text, worked out once for every device.
+        let ordered = expected.map { (text: $0.key.description, id: $0.key, group: $0.value) }.sorted { $0.text < $1.text }
         for device in devices {
             guard let events = read(device.name, "the live events of \(namespace)", { try device.replica.log(namespace).live() }) else { continue }
             for event in events where expected[event.id] == nil {
@@ -131,7 +133,7 @@ extension Oracle {
                     "\(device.name) shows an event of a buried group" + (buriedEvents[event.id] != nil ? "" : " (never appended)"))
             }
             let shown = Set(events.map(\.id))
-            for (id, group) in expected.sorted(by: { $0.key.description < $1.key.description }) where !shown.contains(id) {
+            for (_, id, group) in ordered where !shown.contains(id) {
                 count(.lostWrite, namespace, group, "\(namespace) event \(id)", "\(device.name) lacks a live event")
             }
         }

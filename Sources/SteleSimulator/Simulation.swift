@@ -131,7 +131,10 @@ public final class Simulation {
         /// As a device keeps it: the temporary directory, `synchronous=NORMAL`.
         case asShipped
         /// Memory-backed files (`/dev/shm` where there is one) written without
-        /// syncs: the same bytes, without the disk (the default).
+        /// syncs, each held through its device's one handle (`locking_mode=EXCLUSIVE`:
+        /// no lock calls per transaction): the same bytes, without the disk (the
+        /// default). A test that opens a second handle on a device's file picks
+        /// ``asShipped``.
         case inMemoryFiles
 
         var folder: URL {
@@ -146,7 +149,10 @@ public final class Simulation {
 
         var sqlite: Connection.Configuration {
             var configuration = Connection.Configuration.standard
-            if self == .inMemoryFiles { configuration.synchronous = "OFF" }
+            if self == .inMemoryFiles {
+                configuration.synchronous = "OFF"
+                configuration.lockingMode = "EXCLUSIVE"
+            }
             return configuration
         }
     }

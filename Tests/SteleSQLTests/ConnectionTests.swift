@@ -12,6 +12,30 @@ import TestSupport
         #expect(try connection.scalarInt("PRAGMA synchronous") == 1)
     }
 
+    /// Exclusive locking (the simulator's stores): the file is this connection's
+    /// alone once it has read, its WAL index lives in memory, and closing it lets
+    /// another connection in.
+    @Test func anExclusiveConnectionKeepsOthersOutUntilItCloses() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("a.db")
+        var configuration = Connection.Configuration.standard
+        configuration.lockingMode = "EXCLUSIVE"
+        configuration.busyTimeoutMilliseconds = 0
+        var exclusive: Connection? = try Connection(path: path, mode: .readWriteCreate, configuration: configuration)
+        #expect(exclusive != nil)
+        try exclusive?.execute("CREATE TABLE t (x)")
+        try exclusive?.execute("INSERT INTO t VALUES (1)")
+        #expect(try exclusive?.scalarText("PRAGMA locking_mode") == "exclusive")
+        #expect(try exclusive?.scalarText("PRAGMA journal_mode") == "wal")
+        #expect(!FileManager.default.fileExists(atPath: path + "-shm"), "the WAL index should be in memory")
+        // Unconfigured: no busy timeout, so a held lock answers SQLITE_BUSY at once.
+        let other = try Connection(path: path, mode: .readWrite, configuration: nil)
+        let refused = #expect(throws: SQLiteError.self) { try other.scalarInt("SELECT count(*) FROM t") }
+        #expect(refused?.code.primary == .busy)
+        exclusive = nil
+        #expect(try other.scalarInt("SELECT count(*) FROM t") == 1)
+    }
+
     @Test func freedPagesGoBackToTheFileSystem() throws {
         let directory = try TemporaryDirectory()
         for incremental in [true, false] {
