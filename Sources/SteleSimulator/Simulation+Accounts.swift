@@ -35,6 +35,7 @@ extension Simulation {
             replica: replica, identity: identity, keyStore: keys, environment: SimulatedEnvironment(simulation: self, device: identity.deviceID).environment,
             configuration: configuration, random: SplitMix64(seed: seed &+ identity.deviceID.stableSeed),
             anchorRandom: SplitMix64(seed: seed ^ 0xA4C4_0000 ^ identity.deviceID.stableSeed))
+        driver.keepsSealedPlaintexts = true
         let device = SimulatedDevice(name: name, identity: identity, contact: contact, replica: replica, keys: keys, path: path, clock: clock, driver: driver)
         try declareNamespaces(on: device)
         watch(device)

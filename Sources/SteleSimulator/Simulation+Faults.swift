@@ -126,6 +126,7 @@ extension Simulation {
             replica: device.replica, identity: device.identity, keyStore: device.keys, environment: environment, configuration: configuration,
             random: SplitMix64(seed: seed &+ device.id.stableSeed &+ UInt64(now)),
             anchorRandom: SplitMix64(seed: seed ^ 0xA4C4_0000 ^ device.id.stableSeed &+ UInt64(now)))
+        device.driver.keepsSealedPlaintexts = true
         watch(device)
         if !device.isRevoked { try refreshRoster(of: device) }
         device.driver.start()

@@ -32,6 +32,13 @@ public struct FleetNode {
     /// The channel to each contact's devices (a node with a sibling channel only).
     var contactChannels: [AccountID: SiblingChannel] = [:]
     var random: any RandomNumberGenerator
+    /// Whether ``seal(_:)`` keeps each frame's plaintext beside its sealed bytes
+    /// until the next input: the simulator's oracle reads what a frame carries
+    /// from the node that sealed it (``plaintext(ofSealed:)``) instead of opening
+    /// every frame a second time. Off in an app: a node keeps no plaintext of
+    /// what it sent.
+    package var keepsSealedPlaintexts = false
+    private var sealedPlaintexts: [(sealed: [UInt8], plain: [UInt8])] = []
 
     /// The monotonic time of the latest input (``handle(_:at:)``): durations are
     /// measured on it, never on the wall clock a user may set back.
@@ -125,6 +132,7 @@ public struct FleetNode {
     /// Seals every frame among `outputs` for its recipient (a node with a
     /// channel): with the sibling channel, or a contact's for its devices.
     mutating func seal(_ outputs: [FleetOutput]) -> [FleetOutput] {
+        if !sealedPlaintexts.isEmpty { sealedPlaintexts.removeAll(keepingCapacity: true) }
         guard channel != nil else { return outputs }
         var sealed: [FleetOutput] = []
         sealed.reserveCapacity(outputs.count)
@@ -135,18 +143,29 @@ public struct FleetNode {
             }
             do {
                 // Salts come from the node's generator: replayable in the simulator.
+                let sealedBytes: [UInt8]
                 if !roster.contains(recipient), let account = contactAccount(of: recipient), var contactChannel = contactChannels[account] {
                     defer { contactChannels[account] = contactChannel }
-                    sealed.append(.send(to: recipient, bytes: try contactChannel.seal(bytes, to: recipient, using: &random)))
+                    sealedBytes = try contactChannel.seal(bytes, to: recipient, using: &random)
                 } else if var channel {
                     defer { self.channel = channel }
-                    sealed.append(.send(to: recipient, bytes: try channel.seal(bytes, to: recipient, using: &random)))
+                    sealedBytes = try channel.seal(bytes, to: recipient, using: &random)
+                } else {
+                    continue
                 }
+                sealed.append(.send(to: recipient, bytes: sealedBytes))
+                if keepsSealedPlaintexts { sealedPlaintexts.append((sealedBytes, bytes)) }
             } catch {
                 sealed.append(.log(FleetEvent.failed(.rejectedSeal, peer: recipient, namespace: nil, "could not seal a frame for this device: \(error)", error)))
             }
         }
         return sealed
+    }
+
+    /// The plaintext of a frame the last input's outputs carry sealed, when
+    /// ``keepsSealedPlaintexts`` is on; `nil` for bytes this node did not seal then.
+    package func plaintext(ofSealed bytes: [UInt8]) -> [UInt8]? {
+        sealedPlaintexts.last { $0.sealed == bytes }?.plain
     }
 
     private mutating func step(_ input: FleetInput) -> [FleetOutput] {

@@ -16,6 +16,13 @@ public final class FleetDriver {
     public let identity: DeviceIdentity?
     public let keyStore: (any KeyStore)?
     public private(set) var node: FleetNode
+
+    /// Keeps each sealed frame's plaintext until the next input (the simulator's
+    /// oracle; ``FleetNode/keepsSealedPlaintexts``).
+    package var keepsSealedPlaintexts: Bool {
+        get { node.keepsSealedPlaintexts }
+        set { node.keepsSealedPlaintexts = newValue }
+    }
     /// Called with every event the node logs, in order.
     public var onEvent: ((FleetEvent) -> Void)?
     /// The latest failure a step reported, typed (``FleetFailure``): a status
