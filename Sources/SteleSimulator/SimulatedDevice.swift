@@ -44,6 +44,10 @@ public final class SimulatedDevice {
     var tap: SiblingChannel
     /// The same for frames between this device and another account's devices, by account.
     var contactTaps: [AccountID: SiblingChannel] = [:]
+    /// An empty in-memory store the device holds while its file is closed (a
+    /// crash, a restore): made once, never written; the stopped driver built on
+    /// it for that moment never starts.
+    lazy var placeholder: Replica? = try? Replica.create(at: ":memory:", account: account, device: id)
 
     init(
         name: String, identity: DeviceIdentity, contact: String?, replica: Replica, keys: MemoryKeyStore, path: String, clock: ManualWallClock, driver: FleetDriver

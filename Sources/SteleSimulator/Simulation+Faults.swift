@@ -113,7 +113,9 @@ extension Simulation {
         // The process dies: its driver hears nothing more. Release every
         // reference to the store before touching its file.
         device.driver.stop()
-        let placeholder = try Replica.create(at: ":memory:", account: device.account, device: device.id)
+        guard let placeholder = device.placeholder else {
+            throw SimulationInputError(message: "could not make an in-memory store to hold \(device.name) while its file is closed")
+        }
         let environment = SimulatedEnvironment(simulation: self, device: device.id).environment
         device.driver = FleetDriver(unsealed: placeholder, roster: [], accountKeys: [], environment: environment, configuration: configuration, random: SplitMix64(seed: 0))
         device.replica = placeholder
