@@ -141,12 +141,12 @@ import SteleSQL
         #expect(FleetDriver.opening(.success(sealed), account: account, keys: [new, old]) == .found(anchor))
         // No anchor at all, and one that exists but opens with no key held, differ (G5).
         #expect(FleetDriver.opening(.success(nil), account: account, keys: [old]) == AnchorReading.none)
-        guard case .unavailable = FleetDriver.opening(.success(sealed), account: account, keys: [old, other]) else {
-            Issue.record("an anchor no key opens must be unavailable, never absent")
+        guard case .unopened(let header, _) = FleetDriver.opening(.success(sealed), account: account, keys: [old, other]), header == anchor.header else {
+            Issue.record("an anchor no key opens must be unopened (its header read), never absent")
             return
         }
-        guard case .unavailable = FleetDriver.opening(.success(sealed), account: account, keys: []) else {
-            Issue.record("an anchor with no key held must be unavailable")
+        guard case .unopened = FleetDriver.opening(.success(sealed), account: account, keys: []) else {
+            Issue.record("an anchor with no key held must be unopened")
             return
         }
         guard case .unavailable(let reason) = FleetDriver.opening(.success(sealed), account: Fixtures.account(9), keys: [new]) else {

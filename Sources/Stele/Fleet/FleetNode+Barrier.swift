@@ -125,6 +125,15 @@ extension FleetNode {
                 let who = differing.key == replica.device ? "this device's content moved" : "device \(differing.key) acked another digest"
                 return failRound("\(who); the fleet is not converged", missing: [])
             }
+            // A leader whose last check could not read the anchor may be below it with
+            // the whole fleet (every device restored from before its rounds while it
+            // was out of reach, seed 7052): this round's anchor would replace the only
+            // copy of what the restores took away (an equal generation overwrites,
+            // 001 §8). The round fails as a failed write would, and the anchor is read again.
+            guard !recovery.anchorUnsettled else {
+                return failRound("the anchor could not be read since this device last checked it, and may be ahead of the fleet", missing: [])
+                    + checkAnchor()
+            }
             let generation = round.proposal.generation
             let header = AnchorHeader(account: replica.account, generation: generation, round: round.proposal.round, digest: fresh)
             let snapshot = try Snapshot.take(of: replica, generation: generation, knowledge: round.knowledge)

@@ -82,21 +82,47 @@ extension FleetNode {
 
     /// The anchor read ended: adopt it, recover from it, or ask a sibling.
     mutating func onAnchorRead(_ reading: AnchorReading) -> [FleetOutput] {
-        recovery.onAnchorRead()
         switch reading {
         case .found(let anchor):
-            guard anchor.header.account == replica.account else { return askSibling(because: "the anchor belongs to another account") }
+            guard anchor.header.account == replica.account else {
+                recovery.onAnchorRead()
+                return askSibling(because: "the anchor belongs to another account")
+            }
             switch AnchorDecision.decide(local: replica.generation, anchor: anchor.header.generation) {
             case .noAnchor, .current:
-                return askSibling(because: "the anchor is not ahead of this device")
+                return settled(because: "the anchor is not ahead of this device")
             case .rolledBack:
+                recovery.onAnchorRead()
                 return catchUp(with: anchor)
             }
         case .none:
-            return askSibling(because: "no anchor has been written")
+            return settled(because: "no anchor has been written")
+        case .unopened(let header, let why):
+            // Not ahead: the body is not needed (a device that joined after the key
+            // it was sealed with). Ahead: only a sibling can bring this device up.
+            guard header.account == replica.account, header.generation > replica.generation else {
+                return settled(because: "the anchor is not ahead of this device")
+            }
+            recovery.onAnchorRead()
+            return askSibling(because: "the anchor is at generation \(header.generation) and cannot be opened: \(why)")
         case .unavailable(let why):
+            // Not settled: tried again at each advertisement (``RecoveryMachine/anchorUnsettled``).
+            recovery.onAnchorRead()
             return askSibling(because: "the anchor cannot be read: \(why)")
         }
+    }
+
+    /// The read told where the anchor stands, and it is not ahead: a round this
+    /// device leads may write over it again.
+    private mutating func settled(because reason: String) -> [FleetOutput] {
+        recovery.onAnchorRead(settled: true)
+        return askSibling(because: reason)
+    }
+
+    /// At each advertisement: a check of the anchor that could not read it is tried
+    /// again (not while this device's own round is open: it is writing the anchor).
+    mutating func recheckUnsettledAnchor() -> [FleetOutput] {
+        recovery.anchorUnsettled && leading.round == nil ? checkAnchor() : []
     }
 
     private mutating func catchUp(with anchor: Anchor) -> [FleetOutput] {
@@ -108,7 +134,7 @@ extension FleetNode {
                 // against: a snapshot that does not decode is no anchor to adopt.
                 let knowledge = try Snapshot(decoding: anchor.snapshot).knowledge
                 let outcome = try replica.commit(round: header.round, digest: header.digest, generation: header.generation, knowledge: knowledge)
-                return caughtUp("adopted generation \(header.generation) from the anchor of a round it had acked (\(outcome))")
+                return caughtUp(fromAnchor: true, "adopted generation \(header.generation) from the anchor of a round it had acked (\(outcome))")
             }
             recovery.onRolledBack()
             let snapshot = try Snapshot(decoding: anchor.snapshot)
@@ -117,6 +143,7 @@ extension FleetNode {
             }
             let outcome = try replica.recover(from: snapshot)
             return caughtUp(
+                fromAnchor: true,
                 "rolled back below the anchor: recovered generation \(header.generation) from it (\(outcome.imported) imported, "
                     + "\(outcome.keptLocal) kept from after the restore, \(outcome.dropped) dropped)")
         } catch {
@@ -181,10 +208,10 @@ extension FleetNode {
         }
     }
 
-    private mutating func caughtUp(_ how: String) -> [FleetOutput] {
+    private mutating func caughtUp(fromAnchor: Bool = false, _ how: String) -> [FleetOutput] {
         // The generation moved past any round this device held for.
         let released: [FleetOutput] = acking.onCaughtUp().map { [.cancel(.barrierHold(epoch: $0.epoch))] } ?? []
-        recovery.onCaughtUp(to: replica.generation)
+        recovery.onCaughtUp(to: replica.generation, fromAnchor: fromAnchor)
         // The generation moved: siblings hear it at once, and content reconcile resumes.
         return released + [.log(FleetEvent(kind: .recovered, peer: nil, namespace: nil, message: how))] + noteChange()
     }

@@ -189,7 +189,9 @@ public struct FleetNode {
         case .timer(.advertise):
             // An ack that could not be read at start is tried again first.
             let held = acking.unreadable == nil ? [] : resumeHold()
+            // So is a check of the anchor that could not read it (seed 7052).
             return held + advertiseToAll() + [.arm(.advertise, afterMilliseconds: configuration.advertiseIntervalMilliseconds)]
+                + recheckUnsettledAnchor()
         case .localChange:
             return noteChange() + considerRound()
         case .timer(.changeDebounce):

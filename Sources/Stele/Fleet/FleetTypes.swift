@@ -88,8 +88,12 @@ public enum AnchorReading: Sendable, Equatable {
     case found(Anchor)
     /// No anchor has been written for the account.
     case none
-    /// The substrate cannot be reached, or the anchor cannot be opened: why.
+    /// The substrate cannot be reached, or the anchor cannot be read: why.
     case unavailable(String)
+    /// The anchor is there and its cleartext header reads, but none of the keys
+    /// held opens its body (sealed before this device got a key, say): why. The
+    /// header still tells whether the anchor is ahead of this device.
+    case unopened(AnchorHeader, String)
 }
 
 /// What a ``FleetNode`` asks its runtime to do.

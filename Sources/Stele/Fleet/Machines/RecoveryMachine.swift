@@ -32,6 +32,14 @@ struct RecoveryMachine {
     private(set) var standing: Standing = .clear
     /// Siblings last heard at a higher generation than this device's, with that generation.
     private(set) var ahead: [DeviceID: UInt64] = [:]
+    /// The last check could not tell where the anchor stands (unreachable, not
+    /// opened, or its snapshot not imported): it is checked again at each
+    /// advertisement until a read settles it. A device whose launch check failed
+    /// with no sibling ahead may be below the anchor with the whole fleet (every
+    /// device restored from before its rounds while it was out of reach, seed
+    /// 7052): only the anchor can tell it, and only the anchor holds what the
+    /// restores took away.
+    private(set) var anchorUnsettled = false
 
     /// Where the device stands, at `generation` (``FleetNode/recoveryStatus``).
     func status(at generation: UInt64) -> RecoveryStatus {
@@ -63,9 +71,12 @@ struct RecoveryMachine {
         return true
     }
 
-    /// The anchor read ended (readingAnchor → idle).
-    mutating func onAnchorRead() {
+    /// The anchor read ended (readingAnchor → idle); `settled`: it told where
+    /// the anchor stands (none, or not ahead of this device). A read that finds it
+    /// ahead settles when the device catches up from it (``onCaughtUp(to:fromAnchor:)``).
+    mutating func onAnchorRead(settled: Bool = false) {
         if phase == .readingAnchor { phase = .idle }
+        anchorUnsettled = !settled
     }
 
     /// The anchor shows this device rolled back.
@@ -102,10 +113,13 @@ struct RecoveryMachine {
         if case .awaitingSnapshot = phase { phase = .idle }
     }
 
-    /// The device reached `generation` (→ idle, clear).
-    mutating func onCaughtUp(to generation: UInt64) {
+    /// The device reached `generation` (→ idle, clear). From the anchor, that
+    /// settles it; from a sibling's snapshot, the anchor may still be ahead of both,
+    /// so a check that failed before is still tried again.
+    mutating func onCaughtUp(to generation: UInt64, fromAnchor: Bool = false) {
         phase = .idle
         standing = .clear
         ahead = ahead.filter { $0.value > generation }
+        if fromAnchor { anchorUnsettled = false }
     }
 }

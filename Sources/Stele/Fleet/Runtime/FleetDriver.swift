@@ -257,7 +257,7 @@ public final class FleetDriver {
     }
 
     /// Tells "no anchor" from "cannot read it": an anchor that exists and opens
-    /// with none of the keys held is unavailable, never absent (G5).
+    /// with none of the keys held is unopened (its header read), never absent (G5).
     package static func opening(_ result: Result<[UInt8]?, AnchorError>, account: AccountID, keys: [AccountKey]) -> AnchorReading {
         let bytes: [UInt8]
         switch result {
@@ -265,8 +265,9 @@ public final class FleetDriver {
         case .success(nil): return AnchorReading.none
         case .success(let found?): bytes = found
         }
+        let header: AnchorHeader
         do {
-            let header = try AnchorFile.header(bytes)
+            header = try AnchorFile.header(bytes)
             guard header.account == account else {
                 return .unavailable("the anchor read belongs to account \(header.account), not \(account)")
             }
@@ -282,7 +283,7 @@ public final class FleetDriver {
                 failure = "\(error)"
             }
         }
-        return .unavailable(failure)
+        return .unopened(header, failure)
     }
 
     // MARK: - The directory
