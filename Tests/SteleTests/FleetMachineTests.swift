@@ -292,6 +292,33 @@ import TestSupport
         #expect(failed.status(at: 0) == .current)
     }
 
+    /// Seed 7052: a check that could not tell where the anchor stands stays
+    /// unsettled (checked again at each advertisement, no round over it) until a
+    /// read settles it or the device catches up from the anchor itself; catching
+    /// up from a sibling's snapshot does not settle it (the anchor may be ahead of both).
+    @Test func anUnreadAnchorStaysUnsettledUntilAReadSettlesItOrItIsCaughtUpFrom() {
+        var recovery = RecoveryMachine()
+        #expect(!recovery.anchorUnsettled)
+        let step40 = recovery.onCheckAnchor()
+        #expect(step40)
+        recovery.onAnchorRead()
+        #expect(recovery.anchorUnsettled)
+        #expect(recovery.phase == .idle)
+        recovery.onCaughtUp(to: 2)
+        #expect(recovery.anchorUnsettled)
+        let step41 = recovery.onCheckAnchor()
+        #expect(step41)
+        recovery.onAnchorRead(settled: true)
+        #expect(!recovery.anchorUnsettled)
+        let step42 = recovery.onCheckAnchor()
+        #expect(step42)
+        recovery.onAnchorRead()
+        #expect(recovery.anchorUnsettled)
+        recovery.onCaughtUp(to: 3, fromAnchor: true)
+        #expect(!recovery.anchorUnsettled)
+        #expect(recovery.status(at: 3) == .current)
+    }
+
     // MARK: - ContentSync and DeliveryGate
 
     @Test func aChangeArmsTheDebounceOnceAndASessionEndsByItsOwnTimerOnly() {
