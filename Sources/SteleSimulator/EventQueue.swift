@@ -54,9 +54,6 @@ struct EventQueue<Payload> {
     /// Whether any queued payload matches.
     func contains(where matches: (Payload) -> Bool) -> Bool { heap.contains { matches($0.payload) } }
 
-    /// Every queued payload, in no particular order.
-    var payloads: [Payload] { heap.map(\.payload) }
-
     /// Every queued event with its sequence number, in no particular order.
     var entries: [(sequence: UInt64, payload: Payload)] { heap.map { ($0.sequence, $0.payload) } }
 

@@ -98,9 +98,9 @@ enum KeyAgreement {
 
 /// An HMAC-SHA256 key set up once in libcrypto, for a key that authenticates
 /// many messages (a sibling pair's tag key is tried on every frame it receives).
-///
-/// `@unchecked Sendable`: the keyed context is never changed after `init`; each
-/// message is authenticated on a duplicate of it, and duplicating only reads it.
+// @unchecked Sendable is safe: the keyed context is never changed after `init`;
+// each message is authenticated on a duplicate of it (EVP_MAC_CTX_dup), and
+// duplicating only reads it, which libcrypto allows from several threads at once.
 final class HMACKey: @unchecked Sendable {
     private let context: OpaquePointer
 

@@ -33,7 +33,12 @@ extension Replica {
         guard let state = digests[declaration.id] else {
             throw ReplicaError(.invalidName, "namespace \(name) is local: it is never replicated and has no digest")
         }
-        return hasher.hash(LeafEncoding.root(count: state.index.totalCount, sum: state.index.totalSum))
+        return root(of: state)
+    }
+
+    /// A namespace's root: SHA-256 over its leaf count and leaf sum.
+    private func root(of state: NamespaceDigest) -> Hash32 {
+        hasher.hash(LeafEncoding.root(count: state.index.totalCount, sum: state.index.totalSum))
     }
 
     /// The root digest of every replicated namespace, sorted by name (what an
@@ -45,7 +50,7 @@ extension Replica {
             guard let state = digests[declaration.id] else {
                 throw ReplicaError(.invalidName, "namespace \(declaration.name) keeps no digest on this handle; reopen the store to rebuild it")
             }
-            return (declaration.name, hasher.hash(LeafEncoding.root(count: state.index.totalCount, sum: state.index.totalSum)))
+            return (declaration.name, root(of: state))
         }
     }
 
