@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "Stele", targets: ["Stele"]),
         .library(name: "SteleSQL", targets: ["SteleSQL"]),
         .executable(name: "stele", targets: ["stele"]),
+        .executable(name: "stele-hub", targets: ["stele-hub"]),
     ],
     targets: [
         .systemLibrary(
@@ -26,11 +27,26 @@ let package = Package(
             pkgConfig: "zlib",
             providers: [.apt(["zlib1g-dev"])]
         ),
+        // The hub's C libraries; only SteleHub and SteleHubServer link them, never `stele`.
+        .systemLibrary(
+            name: "CPostgres",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
+        .systemLibrary(
+            name: "CMicroHTTPD",
+            pkgConfig: "libmicrohttpd",
+            providers: [.apt(["libmicrohttpd-dev"])]
+        ),
         .target(name: "SteleSQL", dependencies: ["CSQLite"]),
         .target(name: "Stele", dependencies: ["SteleSQL", "CCrypto", "CZlib"]),
         .target(name: "SteleSimulator", dependencies: ["Stele", "SteleSQL"]),
         .target(name: "SteleBench", dependencies: ["Stele", "SteleSQL", "SteleSimulator"]),
         .executableTarget(name: "stele", dependencies: ["Stele", "SteleSimulator", "SteleBench"]),
+        // The hub (DESIGN §8.1, HUB-API.md): request handling as plain code over a storage, then the HTTP front.
+        .target(name: "SteleHub", dependencies: ["Stele", "SteleSQL", "CPostgres"]),
+        .target(name: "SteleHubServer", dependencies: ["SteleHub", "CMicroHTTPD"]),
+        .executableTarget(name: "stele-hub", dependencies: ["SteleHub", "SteleHubServer", "Stele"]),
         // libFuzzer target for the frame decoder: swift build -c release --sanitize=fuzzer --product stele-fuzz-frames
         .executableTarget(name: "stele-fuzz-frames", dependencies: ["Stele"]),
         // libFuzzer target for the sealed-frame opener: swift build -c release --sanitize=fuzzer --product stele-fuzz-sealed
@@ -40,6 +56,7 @@ let package = Package(
         .testTarget(name: "SteleTests", dependencies: ["Stele", "SteleSQL", "TestSupport"]),
         .testTarget(name: "SteleSimulatorTests", dependencies: ["SteleSimulator", "TestSupport"]),
         .testTarget(name: "SteleCLITests", dependencies: ["stele", "SteleBench", "TestSupport"]),
+        .testTarget(name: "SteleHubTests", dependencies: ["SteleHub", "SteleHubServer", "Stele", "SteleSQL", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,0 +1,11 @@
+#ifndef STELE_CMICROHTTPD_SHIM_H
+#define STELE_CMICROHTTPD_SHIM_H
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <microhttpd.h>
+
+#endif

@@ -1,0 +1,97 @@
+import Foundation
+
+/// JSON in and out of the hub, through Foundation's serializer (never a
+/// home-made parser). Bodies are objects; bytes are standard padded base64.
+public enum HubJSON {
+    /// `object` as compact JSON with sorted keys.
+    public static func encode(_ object: [String: Any]) -> String {
+        guard JSONSerialization.isValidJSONObject(object),
+            let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
+        else {
+            preconditionFailure("the hub built a body JSON cannot hold")
+        }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// A 2xx answer carrying `object`.
+    public static func response(_ status: Int = 200, _ object: [String: Any], headers: [String: String] = [:]) -> HubResponse {
+        var headers = headers
+        headers["Content-Type"] = "application/json"
+        return HubResponse(status: status, headers: headers, body: Array(encode(object).utf8))
+    }
+
+    /// Parses a request body as one JSON object.
+    /// - Throws: ``HubRefusal`` `400 bad_request` saying what is wrong.
+    public static func object(_ body: [UInt8]) throws(HubRefusal) -> JSONBody {
+        guard !body.isEmpty else { throw .badRequest("the body is empty; send a JSON object") }
+        let parsed: Any
+        do {
+            parsed = try JSONSerialization.jsonObject(with: Data(body), options: [])
+        } catch {
+            throw .badRequest("the body is not valid JSON")
+        }
+        guard let object = parsed as? [String: Any] else { throw .badRequest("the body must be a JSON object") }
+        return JSONBody(fields: object)
+    }
+}
+
+/// A request's JSON object, read field by field; each accessor names the field
+/// it refuses.
+public struct JSONBody {
+    let fields: [String: Any]
+
+    public func string(_ name: String) throws(HubRefusal) -> String {
+        guard let value = fields[name] else { throw .badRequest("the field \"\(name)\" is missing") }
+        guard let string = value as? String else { throw .badRequest("the field \"\(name)\" must be a string") }
+        return string
+    }
+
+    public func optionalString(_ name: String) throws(HubRefusal) -> String? {
+        guard let value = fields[name], !(value is NSNull) else { return nil }
+        guard let string = value as? String else { throw .badRequest("the field \"\(name)\" must be a string") }
+        return string
+    }
+
+    public func bytes(_ name: String) throws(HubRefusal) -> [UInt8] {
+        let text = try string(name)
+        guard let data = Data(base64Encoded: text) else { throw .badRequest("the field \"\(name)\" must be standard padded base64") }
+        return [UInt8](data)
+    }
+
+    public func integer(_ name: String) throws(HubRefusal) -> Int64 {
+        guard let value = fields[name] else { throw .badRequest("the field \"\(name)\" is missing") }
+        // JSONSerialization gives NSNumber for both numbers and booleans; a boolean's
+        // Objective-C type is "c" (char), which no JSON integer gets. Refuse booleans and fractions.
+        guard let number = value as? NSNumber, String(cString: number.objCType) != "c" else {
+            throw .badRequest("the field \"\(name)\" must be an integer")
+        }
+        let double = number.doubleValue
+        guard double.rounded() == double, abs(double) <= 9_007_199_254_740_991 else {
+            throw .badRequest("the field \"\(name)\" must be an integer")
+        }
+        return number.int64Value
+    }
+}
+
+/// A refusal: the status, the HUB-API error code and a message that says what
+/// to do. Thrown anywhere in a request's handling; nothing is committed.
+public struct HubRefusal: Error, Sendable, Equatable {
+    public let status: Int
+    public let code: String
+    public let message: String
+    public var headers: [String: String] = [:]
+
+    public init(_ status: Int, _ code: String, _ message: String, headers: [String: String] = [:]) {
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = headers
+    }
+
+    public static func badRequest(_ message: String) -> HubRefusal { HubRefusal(400, "bad_request", message) }
+    public static func notFound(_ message: String) -> HubRefusal { HubRefusal(404, "not_found", message) }
+    public static func unauthorized(_ message: String) -> HubRefusal { HubRefusal(401, "unauthorized", message) }
+    public static func forbidden(_ message: String) -> HubRefusal { HubRefusal(403, "forbidden", message) }
+
+    public var response: HubResponse { .error(status, code, message, headers: headers) }
+}

@@ -1,0 +1,38 @@
+/// The hub's tables, as numbered migrations shared by both backends
+/// (``HubMigration``). Ids are lowercase hex text; times are milliseconds
+/// since 1970; `{blob}` is the backend's byte type.
+public enum HubSchema {
+    public static let migrations: [HubMigration] = [
+        HubMigration(version: 1, name: "accounts, devices, sessions, relay, anchors", [
+            "CREATE TABLE hub_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+            // An invite is stored as the SHA-256 of its code, spent once.
+            "CREATE TABLE invites (code_hash TEXT PRIMARY KEY, created_ms BIGINT NOT NULL, spent_ms BIGINT)",
+            "CREATE TABLE accounts (id TEXT PRIMARY KEY, created_ms BIGINT NOT NULL, roster_version BIGINT NOT NULL)",
+            // The signed roster log, one row per change, in order from 0.
+            "CREATE TABLE roster_changes (account TEXT NOT NULL REFERENCES accounts(id), idx BIGINT NOT NULL, change {blob} NOT NULL, PRIMARY KEY (account, idx))",
+            // Every device the roster ever named, with its mailbox counters.
+            """
+            CREATE TABLE devices (
+                account TEXT NOT NULL REFERENCES accounts(id), device TEXT NOT NULL,
+                signing_key {blob} NOT NULL,
+                state TEXT NOT NULL CHECK (state IN ('member', 'revoked')),
+                mailbox_next BIGINT NOT NULL DEFAULT 0, mailbox_bytes BIGINT NOT NULL DEFAULT 0,
+                last_seen_ms BIGINT, relay_cursor BIGINT NOT NULL DEFAULT 0,
+                PRIMARY KEY (account, device))
+            """,
+            // A bearer token is stored as its SHA-256, never in the clear.
+            "CREATE TABLE sessions (token_hash TEXT PRIMARY KEY, account TEXT NOT NULL, device TEXT NOT NULL, expires_ms BIGINT NOT NULL)",
+            "CREATE INDEX sessions_by_device ON sessions (account, device)",
+            "CREATE TABLE join_requests (account TEXT NOT NULL REFERENCES accounts(id), device TEXT NOT NULL, public_keys {blob} NOT NULL, name TEXT NOT NULL, created_ms BIGINT NOT NULL, PRIMARY KEY (account, device))",
+            "CREATE TABLE wrapped_keys (account TEXT NOT NULL REFERENCES accounts(id), device TEXT NOT NULL, epoch BIGINT NOT NULL, sealed {blob} NOT NULL, PRIMARY KEY (account, device, epoch))",
+            "CREATE TABLE mailbox (account TEXT NOT NULL, device TEXT NOT NULL, seq BIGINT NOT NULL, frame {blob} NOT NULL, created_ms BIGINT NOT NULL, PRIMARY KEY (account, device, seq))",
+            "CREATE TABLE anchors (account TEXT PRIMARY KEY REFERENCES accounts(id), generation BIGINT NOT NULL, body {blob} NOT NULL, updated_ms BIGINT NOT NULL)",
+        ]),
+    ]
+
+    /// The newest schema version this build knows.
+    public static var latestVersion: Int { migrations.count }
+
+    /// The table holding the schema version, created by each storage before the first migration.
+    public static let versionTable = "CREATE TABLE IF NOT EXISTS hub_schema (version BIGINT NOT NULL)"
+}

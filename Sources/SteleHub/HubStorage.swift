@@ -1,0 +1,90 @@
+import SteleSQL
+
+/// Which database a ``HubStorage`` keeps the hub in.
+public enum HubBackend: String, Sendable {
+    case sqlite
+    case postgresql
+}
+
+/// Where the hub keeps everything: accounts, rosters, sessions, mailboxes,
+/// anchors. The service speaks one SQL dialect to it, the common part of SQLite
+/// and PostgreSQL: numbered parameters `$1`, `$2`, … (each storage rewrites
+/// them as it needs), `INSERT … ON CONFLICT`, `RETURNING`; types written as
+/// `{blob}` in migrations. A hub process keeps no state of its own beyond
+/// caches, so several processes may share one PostgreSQL database.
+public protocol HubStorage: AnyObject, Sendable {
+    var backend: HubBackend { get }
+
+    /// Runs `body` in one transaction and commits it; a throw rolls it back.
+    /// A serialization failure or deadlock (PostgreSQL) is retried a few times
+    /// before it surfaces.
+    /// - Throws: what `body` threw, or ``HubStorageError``.
+    func transaction<T>(_ body: (any HubSQL) throws -> T) throws -> T
+
+    /// Tells every hub process on this storage (this one included, through
+    /// `listener`) that `key` changed. Called after the commit, never inside the
+    /// transaction; may coalesce.
+    func announce(_ key: String)
+
+    /// Starts delivering other processes' announcements (and this one's) to
+    /// `listener`; when the channel was lost and is back, `listener` gets `"*"`
+    /// (every waiter looks again).
+    func listen(_ listener: @escaping @Sendable (String) -> Void)
+
+    /// Closes every connection; later calls throw `unavailable`.
+    func close()
+}
+
+/// The statements of one transaction.
+public protocol HubSQL {
+    /// Runs a statement. - Returns: the number of rows it changed.
+    @discardableResult
+    func execute(_ sql: String, _ arguments: [SQLValue]) throws -> Int
+    /// Runs a query. - Returns: every row, columns in select order.
+    func query(_ sql: String, _ arguments: [SQLValue]) throws -> [[SQLValue]]
+    /// Holds the account's row locked until the transaction ends, so two hub
+    /// processes serialize their changes to one account (PostgreSQL's
+    /// `SELECT … FOR UPDATE`; SQLite's write transactions are serial already).
+    func lockAccount(_ account: String) throws
+}
+
+/// Why the storage could not do what was asked.
+public struct HubStorageError: Error, Sendable, CustomStringConvertible {
+    public enum Code: Sendable, Equatable {
+        /// The database is unreachable or failed (the hub answers 503 and tries again later).
+        case unavailable
+        /// A uniqueness rule refused the write (two writers raced for one row).
+        case conflict
+        /// The schema is newer than this build.
+        case newerSchema
+    }
+
+    public let code: Code
+    public let message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { message }
+}
+
+/// One numbered schema change, written once for both backends: `{blob}` is
+/// `BLOB` on SQLite and `BYTEA` on PostgreSQL.
+public struct HubMigration: Sendable {
+    public let version: Int
+    public let name: String
+    public let statements: [String]
+
+    public init(version: Int, name: String, _ statements: [String]) {
+        self.version = version
+        self.name = name
+        self.statements = statements
+    }
+
+    /// The statements for `backend`.
+    public func sql(for backend: HubBackend) -> [String] {
+        statements.map { $0.replacingOccurrences(of: "{blob}", with: backend == .sqlite ? "BLOB" : "BYTEA") }
+    }
+}

@@ -1,0 +1,2 @@
+import SteleHub
+// Scaffold: the libmicrohttpd front lands here (issue 16).
