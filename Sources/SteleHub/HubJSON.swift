@@ -14,7 +14,7 @@ public enum HubJSON {
     }
 
     /// A 2xx answer carrying `object`.
-    public static func response(_ status: Int = 200, _ object: [String: Any], headers: [String: String] = [:]) -> HubResponse {
+    public static func response(_ object: [String: Any], status: Int = 200, headers: [String: String] = [:]) -> HubResponse {
         var headers = headers
         headers["Content-Type"] = "application/json"
         return HubResponse(status: status, headers: headers, body: Array(encode(object).utf8))
@@ -94,4 +94,9 @@ public struct HubRefusal: Error, Sendable, Equatable {
     public static func forbidden(_ message: String) -> HubRefusal { HubRefusal(403, "forbidden", message) }
 
     public var response: HubResponse { .error(status, code, message, headers: headers) }
+}
+
+/// JSON's `null` in a body built from dictionaries.
+enum NSNullValue {
+    static var value: Any { NSNull() }
 }

@@ -58,15 +58,7 @@ public struct Roster: Sendable, Equatable {
         var writer = ByteWriter(capacity: 16 + changes.count * 200)
         writer.append(account.bytes)
         writer.appendVarint(UInt64(changes.count))
-        for change in changes {
-            writer.append(change.action.rawValue)
-            writer.append(change.device.bytes)
-            writer.appendVarint(UInt64(change.signingKey.count))
-            writer.append(change.signingKey)
-            writer.append(change.actor.bytes)
-            writer.appendVarint(UInt64(change.signature.count))
-            writer.append(change.signature)
-        }
+        for change in changes { change.write(to: &writer) }
         return writer.bytes
     }
 
@@ -78,19 +70,7 @@ public struct Roster: Sendable, Equatable {
         let count = try reader.readVarint("roster changes")
         guard count <= 100_000 else { throw CodecError(.valueOutOfRange, "a roster of \(count) changes") }
         var changes: [RosterChange] = []
-        for _ in 0..<count {
-            let raw = try reader.readBytes(1, "roster action").first ?? 0
-            guard let action = RosterChange.Action(rawValue: raw) else { throw CodecError(.valueOutOfRange, "unknown roster action \(raw)") }
-            let device = try DeviceID(bytes: try reader.readBytes(DeviceID.byteCount, "roster device"))
-            let keyCount = try reader.readVarint("signing key length")
-            guard keyCount <= 32 else { throw CodecError(.valueOutOfRange, "a signing key of \(keyCount) bytes") }
-            let signingKey = Array(try reader.readBytes(Int(keyCount), "signing key"))
-            let actor = try DeviceID(bytes: try reader.readBytes(DeviceID.byteCount, "roster actor"))
-            let signatureCount = try reader.readVarint("signature length")
-            guard signatureCount <= 64 else { throw CodecError(.valueOutOfRange, "a signature of \(signatureCount) bytes") }
-            let signature = Array(try reader.readBytes(Int(signatureCount), "signature"))
-            changes.append(RosterChange(action: action, device: device, signingKey: signingKey, actor: actor, signature: signature))
-        }
+        for _ in 0..<count { changes.append(try RosterChange(reading: &reader)) }
         try reader.expectEnd("roster")
         try self.init(account: account, changes: changes)
     }
@@ -165,6 +145,51 @@ public struct RosterChange: Sendable, Equatable {
         let unsigned = RosterChange(action: action, device: device, signingKey: signingKey, actor: actor.deviceID, signature: [])
         let signature = try KeyAgreement.sign(unsigned.statement(account: account, index: index), seed: try actor.signingSeed)
         return RosterChange(action: action, device: device, signingKey: signingKey, actor: actor.deviceID, signature: signature)
+    }
+
+    /// One change's bytes, as ``Roster/encoded`` writes each (a hub carries changes one by one).
+    public var encoded: [UInt8] {
+        var writer = ByteWriter(capacity: 140)
+        write(to: &writer)
+        return writer.bytes
+    }
+
+    /// Reads one change ``encoded`` wrote. Nothing is verified: a change holds only against a roster (``Roster/append(_:)``).
+    /// - Throws: ``CodecError`` when the bytes are cut, malformed or followed by more.
+    public init(decoding bytes: [UInt8]) throws {
+        var reader = ByteReader(bytes)
+        self = try RosterChange(reading: &reader)
+        try reader.expectEnd("roster change")
+    }
+
+    /// Whether the change carries `publicKey`'s signature for position `index` of `account`'s roster
+    /// (a hub tells a change signed for a position already taken from a forged one).
+    public func isSigned(forIndex index: Int, of account: AccountID, by publicKey: [UInt8]) -> Bool {
+        KeyAgreement.verify(signature, of: statement(account: account, index: index), publicKey: publicKey)
+    }
+
+    func write(to writer: inout ByteWriter) {
+        writer.append(action.rawValue)
+        writer.append(device.bytes)
+        writer.appendVarint(UInt64(signingKey.count))
+        writer.append(signingKey)
+        writer.append(actor.bytes)
+        writer.appendVarint(UInt64(signature.count))
+        writer.append(signature)
+    }
+
+    init(reading reader: inout ByteReader) throws {
+        let raw = try reader.readBytes(1, "roster action").first ?? 0
+        guard let action = Action(rawValue: raw) else { throw CodecError(.valueOutOfRange, "unknown roster action \(raw)") }
+        let device = try DeviceID(bytes: try reader.readBytes(DeviceID.byteCount, "roster device"))
+        let keyCount = try reader.readVarint("signing key length")
+        guard keyCount <= 32 else { throw CodecError(.valueOutOfRange, "a signing key of \(keyCount) bytes") }
+        let signingKey = Array(try reader.readBytes(Int(keyCount), "signing key"))
+        let actor = try DeviceID(bytes: try reader.readBytes(DeviceID.byteCount, "roster actor"))
+        let signatureCount = try reader.readVarint("signature length")
+        guard signatureCount <= 64 else { throw CodecError(.valueOutOfRange, "a signature of \(signatureCount) bytes") }
+        let signature = Array(try reader.readBytes(Int(signatureCount), "signature"))
+        self.init(action: action, device: device, signingKey: signingKey, actor: actor, signature: signature)
     }
 
     /// The bytes signed: a label, the account, the position, then the change.

@@ -1,0 +1,132 @@
+import Stele
+import SteleSQL
+
+/// The relay (HUB-API "Relay"): one durable mailbox per device, acknowledged by
+/// cursor, bounded. A frame answered `202` is committed before the answer.
+extension HubService {
+    /// The wakeup key of a device's mailbox.
+    static func mailboxKey(_ account: String, _ device: String) -> String { "relay:\(account):\(device)" }
+
+    /// The most bytes of frames one long-poll answer carries (at least one frame always).
+    static let answerBytesLimit = 8 << 20
+
+    /// `POST /v1/accounts/{a}/relay/{device}` (a member's session, `sender` set)
+    /// and `POST /v1/accounts/{a}/contact-relay/{device}` (a contact's device, no
+    /// token: the hub learns nothing of the sender the sealed channel hides).
+    func deliver(_ account: AccountID, to recipientText: String, _ request: HubRequest, from sender: HubRequest?) throws -> HubResponse {
+        let recipient = try Self.device(recipientText)
+        let frame = request.body
+        guard !frame.isEmpty else { throw HubRefusal.badRequest("the body is empty; send one sealed frame as application/octet-stream") }
+        guard frame.count <= configuration.maximumFrameBytes else {
+            throw HubRefusal(413, "too_large", "the frame is \(frame.count) bytes, over the relay's \(configuration.maximumFrameBytes)-byte limit")
+        }
+        let key = Self.mailboxKey(account.hex, recipient.hex)
+        let response = try transaction { sql in
+            if let sender { _ = try authenticate(sender, account, sql) } else { try requireAccount(account, sql) }
+            // One row update takes the sequence number and the bytes together, so two
+            // hub processes on one PostgreSQL never hand out one number twice.
+            let taken = try sql.query(
+                """
+                UPDATE devices SET mailbox_next = mailbox_next + 1, mailbox_bytes = mailbox_bytes + $3
+                WHERE account = $1 AND device = $2 AND state = 'member' AND mailbox_bytes + $3 <= $4
+                RETURNING mailbox_next
+                """,
+                [.text(account.hex), .text(recipient.hex), .integer(Int64(frame.count)), .integer(Int64(configuration.maximumMailboxBytes))])
+            guard let seq = taken.first?[column: 0].int64 else {
+                let state = try sql.query("SELECT state FROM devices WHERE account = $1 AND device = $2", [.text(account.hex), .text(recipient.hex)]).first?[column: 0].string
+                switch state {
+                case nil: throw HubRefusal.notFound("device \(recipient.hex) is not on account \(account.hex)'s roster")
+                case "revoked": throw HubRefusal(410, "revoked", "device \(recipient.hex) was revoked; frames for it are refused")
+                default:
+                    throw HubRefusal(429, "mailbox_full", "device \(recipient.hex)'s mailbox holds its \(configuration.maximumMailboxBytes)-byte limit; retry after it reads",
+                        headers: ["Retry-After": String(configuration.retryAfterSeconds)])
+                }
+            }
+            try sql.execute(
+                "INSERT INTO mailbox (account, device, seq, frame, created_ms) VALUES ($1, $2, $3, $4, $5)",
+                [.text(account.hex), .text(recipient.hex), .integer(seq), .blob(frame), .integer(now())])
+            return HubJSON.response(["seq": seq], status: 202)
+        }
+        announce(key)
+        return response
+    }
+
+    /// `GET /v1/accounts/{a}/relay?after=SEQ&wait=SECONDS`: deletes the frames up
+    /// to `after`, then answers the ones after it, or parks until one lands.
+    func receive(_ account: AccountID, _ request: HubRequest) throws -> HubOutcome {
+        let after = try Self.queryInteger(request, "after", default: 0, range: 0...Int64.max)
+        let wait = try Self.queryInteger(request, "wait", default: 30, range: 0...Int64(configuration.maximumWaitSeconds))
+        let caller = try transaction { sql in
+            let caller = try authenticate(request, account, sql)
+            let parameters: [SQLValue] = [.text(caller.account), .text(caller.device), .integer(after)]
+            if try sql.execute("DELETE FROM mailbox WHERE account = $1 AND device = $2 AND seq <= $3", parameters) > 0 {
+                try sql.execute(
+                    "UPDATE devices SET mailbox_bytes = (SELECT CAST(COALESCE(sum(length(frame)), 0) AS BIGINT) FROM mailbox WHERE account = $1 AND device = $2) WHERE account = $1 AND device = $2",
+                    [.text(caller.account), .text(caller.device)])
+            }
+            try sql.execute(
+                "UPDATE devices SET relay_cursor = CASE WHEN relay_cursor > $3 THEN relay_cursor ELSE $3 END, last_seen_ms = $4 WHERE account = $1 AND device = $2",
+                parameters + [.integer(now())])
+            return caller
+        }
+        if let answer = try pending(caller, request, account, after: after) { return .respond(answer) }
+        if wait == 0 { return .respond(Self.frames([], next: after)) }
+        return .wait(
+            HubWait(
+                key: Self.mailboxKey(caller.account, caller.device), waitSeconds: Double(wait),
+                poll: { [self] in
+                    do {
+                        return try pending(caller, request, account, after: after)
+                    } catch {
+                        return Self.answer(for: error)
+                    }
+                },
+                expire: { Self.frames([], next: after) }))
+    }
+
+    /// The caller's frames after `after`, or `nil` when there are none; the
+    /// session is checked again, so a revocation ends a parked poll.
+    private func pending(_ caller: Caller, _ request: HubRequest, _ account: AccountID, after: Int64) throws -> HubResponse? {
+        let rows = try transaction { sql in
+            _ = try authenticate(request, account, sql)
+            return try sql.query(
+                "SELECT seq, frame FROM mailbox WHERE account = $1 AND device = $2 AND seq > $3 ORDER BY seq LIMIT 512",
+                [.text(caller.account), .text(caller.device), .integer(after)])
+        }
+        guard !rows.isEmpty else { return nil }
+        var frames: [(Int64, [UInt8])] = []
+        var bytes = 0
+        for row in rows {
+            guard let seq = row[column: 0].int64, let frame = row[column: 1].bytes else { continue }
+            if !frames.isEmpty && bytes + frame.count > Self.answerBytesLimit { break }
+            frames.append((seq, frame))
+            bytes += frame.count
+        }
+        return Self.frames(frames, next: frames.last?.0 ?? after)
+    }
+
+    /// HUB-API's relay body: u64 next-seq, then per frame u64 seq, u32 length, bytes (big-endian).
+    static func frames(_ frames: [(Int64, [UInt8])], next: Int64) -> HubResponse {
+        var body: [UInt8] = []
+        body.reserveCapacity(8 + frames.reduce(0) { $0 + 12 + $1.1.count })
+        func append(_ value: UInt64, bytes: Int) {
+            for shift in stride(from: (bytes - 1) * 8, through: 0, by: -8) { body.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
+        }
+        append(UInt64(next), bytes: 8)
+        for (seq, frame) in frames {
+            append(UInt64(seq), bytes: 8)
+            append(UInt64(frame.count), bytes: 4)
+            body.append(contentsOf: frame)
+        }
+        return HubResponse(status: 200, headers: ["Content-Type": "application/octet-stream"], body: body)
+    }
+
+    /// A query parameter as an integer in `range`, `fallback` when absent.
+    static func queryInteger(_ request: HubRequest, _ name: String, default fallback: Int64, range: ClosedRange<Int64>) throws(HubRefusal) -> Int64 {
+        guard let text = request.query[name] else { return fallback }
+        guard let value = Int64(text), range.contains(value) else {
+            throw .badRequest("the query parameter \"\(name)\" must be an integer from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return value
+    }
+}

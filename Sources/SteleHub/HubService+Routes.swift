@@ -1,0 +1,150 @@
+import Stele
+import SteleSQL
+
+/// The routes of HUB-API.md: a path pattern, its methods, and who may call it.
+extension HubService {
+    /// A parsed path: `/v1/accounts/{a}/relay/{device}` → segments after `v1`.
+    struct Route {
+        /// The template for logs, e.g. `/v1/accounts/{a}/relay/{device}`.
+        let template: String
+        /// The methods the path takes.
+        let methods: Set<String>
+        /// The account segment, as written (validated later).
+        let account: String?
+        /// The segment after the resource (`{device}`, `{kind}`), as written.
+        let argument: String?
+    }
+
+    public func template(of request: HubRequest) -> String {
+        (try? Self.match(request.path))?.template ?? "unmatched"
+    }
+
+    /// The route a path names.
+    /// - Throws: `404 not_found` for a path HUB-API does not have.
+    static func match(_ path: String) throws(HubRefusal) -> Route {
+        let segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
+        func unknown() -> HubRefusal { .notFound("no such path: \(path.prefix(200)); the hub's paths start /v1 (HUB-API.md)") }
+        guard segments.first == "v1" else { throw unknown() }
+        let rest = Array(segments.dropFirst())
+        switch rest.count {
+        case 1 where rest[0] == "health":
+            return Route(template: "/v1/health", methods: ["GET"], account: nil, argument: nil)
+        case 1 where rest[0] == "accounts":
+            return Route(template: "/v1/accounts", methods: ["POST"], account: nil, argument: nil)
+        default: break
+        }
+        guard rest.count >= 3, rest[0] == "accounts" else { throw unknown() }
+        let account = rest[1]
+        let resource = rest[2]
+        let argument = rest.count > 3 ? rest[3] : nil
+        func route(_ template: String, _ methods: Set<String>) -> Route {
+            Route(template: "/v1/accounts/{a}/\(template)", methods: methods, account: account, argument: argument)
+        }
+        switch (resource, rest.count) {
+        case ("sessions", 3): return route("sessions", ["POST"])
+        case ("roster", 3): return route("roster", ["GET", "POST"])
+        case ("join-requests", 3): return route("join-requests", ["GET", "POST"])
+        case ("keys", 3): return route("keys", ["GET"])
+        case ("keys", 4): return route("keys/{device}", ["PUT"])
+        case ("relay", 3): return route("relay", ["GET"])
+        case ("relay", 4): return route("relay/{device}", ["POST"])
+        case ("contact-relay", 4): return route("contact-relay/{device}", ["POST"])
+        case ("anchor", 3): return route("anchor", ["GET", "PUT"])
+        case ("status", 3): return route("status", ["GET"])
+        // The record API arrives with the mirror issue; until then its paths exist and say so.
+        case ("records", 4...6): return route("records/…", ["GET", "POST", "PUT", "DELETE"])
+        case ("kinds", 4): return route("kinds/{kind}", ["PUT"])
+        default: throw unknown()
+        }
+    }
+
+    func route(_ request: HubRequest) throws -> HubOutcome {
+        let route = try Self.match(request.path)
+        guard route.methods.contains(request.method) else {
+            throw HubRefusal(405, "method_not_allowed", "\(route.template) takes \(route.methods.sorted().joined(separator: ", ")), not \(request.method.prefix(20))",
+                headers: ["Allow": route.methods.sorted().joined(separator: ", ")])
+        }
+        if route.template == "/v1/health" { return .respond(try health()) }
+        if route.template == "/v1/accounts" { return .respond(try createAccount(request)) }
+        let account = try Self.account(route.account ?? "")
+        if route.template.hasPrefix("/v1/accounts/{a}/records") || route.template.hasPrefix("/v1/accounts/{a}/kinds") {
+            throw HubRefusal(501, "not_implemented", "the record API (server-authoritative sync) is not in this hub yet; relay, directory and anchor are")
+        }
+        switch (route.template, request.method) {
+        case ("/v1/accounts/{a}/sessions", _): return .respond(try openSession(account, request))
+        case ("/v1/accounts/{a}/join-requests", "POST"): return .respond(try requestJoin(account, request))
+        case ("/v1/accounts/{a}/contact-relay/{device}", _): return .respond(try deliver(account, to: route.argument ?? "", request, from: nil))
+        default: break
+        }
+        switch (route.template, request.method) {
+        case ("/v1/accounts/{a}/roster", "GET"): return .respond(try readRoster(account, request))
+        case ("/v1/accounts/{a}/roster", "POST"): return .respond(try appendRoster(account, request))
+        case ("/v1/accounts/{a}/join-requests", "GET"): return .respond(try listJoinRequests(account, request))
+        case ("/v1/accounts/{a}/keys", _): return .respond(try readKeys(account, request))
+        case ("/v1/accounts/{a}/keys/{device}", _): return .respond(try publishKey(account, for: route.argument ?? "", request))
+        case ("/v1/accounts/{a}/relay", _): return try receive(account, request)
+        case ("/v1/accounts/{a}/relay/{device}", _): return .respond(try deliver(account, to: route.argument ?? "", request, from: request))
+        case ("/v1/accounts/{a}/anchor", "GET"): return .respond(try readAnchor(account, request))
+        case ("/v1/accounts/{a}/anchor", "PUT"): return .respond(try writeAnchor(account, request))
+        case ("/v1/accounts/{a}/status", _): return .respond(try status(account, request))
+        default:
+            preconditionFailure("route \(route.template) \(request.method) matched but has no handler")
+        }
+    }
+
+    /// An account id from a path: 32 lowercase hex digits.
+    static func account(_ segment: String) throws(HubRefusal) -> AccountID {
+        guard segment.count == 32, segment == segment.lowercased(), let account = AccountID(hex: segment) else {
+            throw .notFound("no account \(segment.prefix(64)): an account id is 32 lowercase hex digits")
+        }
+        return account
+    }
+
+    /// A device id from a path or a body: 64 lowercase hex digits.
+    static func device(_ text: String, field: String? = nil) throws(HubRefusal) -> DeviceID {
+        guard text.count == 64, text == text.lowercased(), let device = DeviceID(hex: text) else {
+            if let field { throw .badRequest("the field \"\(field)\" must be a device id: 64 lowercase hex digits") }
+            throw .notFound("no device \(text.prefix(80)): a device id is 64 lowercase hex digits")
+        }
+        return device
+    }
+
+    /// The calling device, from its bearer token.
+    struct Caller {
+        let account: String
+        let device: String
+    }
+
+    /// Checks the account exists and the bearer token is a live session of a
+    /// member of it (HUB-API "Authentication").
+    /// - Throws: `401 unauthorized` (no or unknown token), `404 not_found`
+    ///   (no such account), `403 forbidden` (another account's token, a revoked device's).
+    func authenticate(_ request: HubRequest, _ account: AccountID, _ sql: any HubSQL) throws -> Caller {
+        try requireAccount(account, sql)
+        guard let header = request.headers["authorization"], header.hasPrefix("Bearer "), header.count > 7 else {
+            throw HubRefusal.unauthorized("this path needs Authorization: Bearer TOKEN; open a session with POST /v1/accounts/{a}/sessions")
+        }
+        let token = String(header.dropFirst(7))
+        let rows = try sql.query("SELECT account, device, expires_ms FROM sessions WHERE token_hash = $1", [.text(Self.digest(token))])
+        guard let row = rows.first, let owner = row[column: 0].string, let device = row[column: 1].string, let expires = row[column: 2].int64 else {
+            throw HubRefusal.unauthorized("the token is not one this hub issued, or it was replaced; open a new session")
+        }
+        guard expires > now() else { throw HubRefusal.unauthorized("the session expired; open a new one") }
+        guard owner == account.hex else { throw HubRefusal.forbidden("the token belongs to another account") }
+        let state = try sql.query("SELECT state FROM devices WHERE account = $1 AND device = $2", [.text(owner), .text(device)]).first?[column: 0].string
+        guard state == "member" else { throw HubRefusal.forbidden("the device \(device.prefix(8)) was revoked from this account; its sessions ended") }
+        return Caller(account: owner, device: device)
+    }
+
+    /// - Throws: `404 not_found` unless the account exists.
+    func requireAccount(_ account: AccountID, _ sql: any HubSQL) throws {
+        guard try !sql.query("SELECT 1 FROM accounts WHERE id = $1", [.text(account.hex)]).isEmpty else {
+            throw HubRefusal.notFound("no account \(account.hex) on this hub")
+        }
+    }
+
+    func health() throws -> HubResponse {
+        _ = try transaction { sql in try sql.query("SELECT 1", []) }
+        return HubJSON.response(["status": "ok", "storage": storage.backend.rawValue])
+    }
+}

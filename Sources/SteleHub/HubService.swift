@@ -1,0 +1,121 @@
+import Foundation
+import Stele
+import SteleSQL
+
+/// The hub's request handling (DESIGN §8.1, HUB-API.md), as plain code over a
+/// ``HubStorage``: no sockets, so tests, the fuzzer and the simulator call
+/// ``handle(_:)`` directly and `SteleHubServer` only translates HTTP. Every
+/// request runs in one storage transaction; a refusal (``HubRefusal``) rolls it
+/// back, so a refused request changes nothing.
+public final class HubService: HubHandler {
+    /// Limits and policies; each is a `stele-hub serve` flag.
+    public struct Configuration: Sendable {
+        /// Accounts may be created without an invite (`--open`; SECURITY.md says what that costs).
+        public var open = false
+        public var maximumBodyBytes = 8 << 20
+        public var maximumFrameBytes = 1 << 20
+        public var maximumMailboxBytes = 64 << 20
+        /// How long a session token lives.
+        public var sessionLifetimeSeconds = 3_600
+        /// How far a session proof's time may be from the hub's clock.
+        public var maximumProofSkewSeconds = 300
+        /// Pending join requests kept per account.
+        public var maximumJoinRequests = 64
+        /// The longest long poll a client may ask for.
+        public var maximumWaitSeconds = 60
+        /// What a full mailbox's `Retry-After` says.
+        public var retryAfterSeconds = 5
+
+        public init() {}
+    }
+
+    public let storage: any HubStorage
+    public let configuration: Configuration
+    public let wakeups = HubWakeups()
+    /// Milliseconds since 1970 (injected: tests move it).
+    let now: @Sendable () -> Int64
+
+    /// - Parameter clock: the hub's wall clock in milliseconds; the system clock by default.
+    public init(storage: any HubStorage, configuration: Configuration = Configuration(), clock: (@Sendable () -> Int64)? = nil) {
+        self.storage = storage
+        self.configuration = configuration
+        self.now = clock ?? { Int64(Date().timeIntervalSince1970 * 1000) }
+        let wakeups = self.wakeups
+        storage.listen { key in
+            if key == "*" { wakeups.wakeAll() } else { wakeups.wake(key) }
+        }
+    }
+
+    /// Answers `request`, or parks it as a long poll. Never traps on input.
+    public func handle(_ request: HubRequest) -> HubOutcome {
+        do {
+            if request.body.count > configuration.maximumBodyBytes {
+                throw HubRefusal(413, "too_large", "the body is \(request.body.count) bytes, over the hub's \(configuration.maximumBodyBytes)-byte limit")
+            }
+            return try route(request)
+        } catch {
+            return .respond(Self.answer(for: error))
+        }
+    }
+
+    /// The response for a failure: a refusal as it says, the storage down as `503`.
+    static func answer(for error: any Error) -> HubResponse {
+        switch error {
+        case let refusal as HubRefusal:
+            return refusal.response
+        case let failure as HubStorageError where failure.code == .conflict:
+            return .error(409, "conflict", "another request changed the same thing at the same moment; retry")
+        case let failure as HubStorageError:
+            return .error(503, "unavailable", "the hub's storage is unavailable (\(failure.message)); retry shortly", headers: ["Retry-After": "1"])
+        default:
+            return .error(500, "internal", "the hub failed: \(error)")
+        }
+    }
+
+    /// Runs `body` in one storage transaction.
+    @discardableResult
+    func transaction<T>(_ body: (any HubSQL) throws -> T) throws -> T {
+        try storage.transaction(body)
+    }
+
+    /// Wakes `key`'s waiters in every hub process, after the commit.
+    func announce(_ key: String) {
+        storage.announce(key)
+    }
+
+    /// A random secret as lowercase hex (tokens, invite codes).
+    static func secret(bytes count: Int) -> String {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<count).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
+    }
+
+    /// The hex SHA-256 of a secret: what the hub stores instead of it.
+    static func digest(_ secret: String) -> String {
+        Hash32.sha256(of: Array(secret.utf8)).bytes.map { String(format: "%02x", $0) }.joined()
+    }
+}
+
+extension SQLValue {
+    var int64: Int64? {
+        if case .integer(let value) = self { return value }
+        return nil
+    }
+
+    var string: String? {
+        if case .text(let value) = self { return value }
+        return nil
+    }
+
+    var bytes: [UInt8]? {
+        switch self {
+        case .blob(let value): return value
+        case .null: return nil
+        default: return nil
+        }
+    }
+}
+
+extension Array where Element == SQLValue {
+    /// Column `index`, or `.null` past the end.
+    subscript(column index: Int) -> SQLValue { index < count ? self[index] : .null }
+}

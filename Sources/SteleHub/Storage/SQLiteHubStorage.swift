@@ -1,0 +1,130 @@
+import Foundation
+import SteleSQL
+import Synchronization
+
+/// The hub on one SQLite file (the default: `DIR/hub.sqlite`). One connection
+/// behind a mutex: SQLite serializes writers anyway, and the hub's
+/// transactions are a few short statements. WAL with `synchronous=NORMAL`: a
+/// committed write survives the hub process being killed (a `202` frame is on
+/// disk in the WAL); after a power loss the last commits before the checkpoint
+/// may be lost, the trade WAL is designed for.
+///
+/// `@unchecked Sendable`: the connection is touched only under `lock`, by one
+/// thread at a time, and never escapes a call (a `Mutex` cannot hand a
+/// non-`Sendable` connection to the transaction's body).
+public final class SQLiteHubStorage: HubStorage, @unchecked Sendable {
+    public let backend = HubBackend.sqlite
+    /// The file's path.
+    public let path: String
+
+    private let lock = NSLock()
+    private var connection: Connection?
+    private let listeners = Mutex<[@Sendable (String) -> Void]>([])
+
+    /// Opens (creating if needed) the file and brings its schema up to date.
+    /// - Throws: ``HubStorageError`` `newerSchema` when the file is from a newer
+    ///   build (nothing is touched), `unavailable` when it cannot be opened.
+    public init(path: String, migrations: [HubMigration] = HubSchema.migrations) throws {
+        self.path = path
+        let opened: Connection
+        do {
+            opened = try Connection(path: path)
+        } catch {
+            throw HubStorageError(.unavailable, "cannot open the hub's database \(path): \(error); check the --data directory exists and is writable")
+        }
+        try Self.migrate(opened, path: path, migrations)
+        connection = opened
+    }
+
+    /// The schema version stored in the file at `path` (0 before the first migration).
+    public static func version(_ connection: Connection) throws -> Int {
+        try connection.executeScript(HubSchema.versionTable)
+        return Int(try connection.scalarInt("SELECT max(version) FROM hub_schema") ?? 0)
+    }
+
+    private static func migrate(_ connection: Connection, path: String, _ migrations: [HubMigration]) throws {
+        do {
+            try connection.transaction {
+                let found = try version(connection)
+                guard found <= migrations.count else {
+                    throw HubStorageError(.newerSchema, "the hub's database \(path) has schema version \(found), newer than the \(migrations.count) this build knows; run a newer stele-hub")
+                }
+                for migration in migrations where migration.version > found {
+                    for statement in migration.sql(for: .sqlite) { try connection.executeScript(statement) }
+                    try connection.execute("DELETE FROM hub_schema")
+                    try connection.execute("INSERT INTO hub_schema (version) VALUES (?)", [.integer(Int64(migration.version))])
+                }
+            }
+        } catch let error as HubStorageError {
+            throw error
+        } catch {
+            throw HubStorageError(.unavailable, "cannot migrate the hub's database \(path): \(error)")
+        }
+    }
+
+    public func transaction<T>(_ body: (any HubSQL) throws -> T) throws -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        do {
+            guard let connection else { throw HubStorageError(.unavailable, "the hub's storage is closed") }
+            do {
+                return try connection.transaction { try body(Statements(connection: connection)) }
+            } catch let error as SQLiteError {
+                if error.code.primary == .constraint { throw HubStorageError(.conflict, "\(error)") }
+                throw HubStorageError(.unavailable, "the hub's database \(path) failed: \(error)")
+            }
+        }
+    }
+
+    /// One process, one connection: an announcement goes straight to the listeners.
+    public func announce(_ key: String) {
+        for listener in listeners.withLock({ $0 }) { listener(key) }
+    }
+
+    public func listen(_ listener: @escaping @Sendable (String) -> Void) {
+        listeners.withLock { $0.append(listener) }
+    }
+
+    public func close() {
+        lock.lock()
+        connection = nil
+        lock.unlock()
+    }
+
+    /// The statements of one transaction on the connection.
+    private struct Statements: HubSQL {
+        let connection: Connection
+
+        func execute(_ sql: String, _ arguments: [SQLValue]) throws -> Int {
+            try connection.execute(SQLiteHubStorage.numbered(sql), arguments)
+            return connection.changes
+        }
+
+        func query(_ sql: String, _ arguments: [SQLValue]) throws -> [[SQLValue]] {
+            try connection.query(SQLiteHubStorage.numbered(sql), arguments) { row in
+                (0..<row.columnCount).map { row.value($0) }
+            }
+        }
+
+        /// SQLite's write transactions are serial (`BEGIN IMMEDIATE`): nothing to lock.
+        func lockAccount(_ account: String) throws {}
+    }
+
+    /// `$1` → `?1`: SQLite numbers `$name` parameters in order of appearance,
+    /// `?N` by the number written, which is what the shared dialect means.
+    static func numbered(_ sql: String) -> String {
+        guard sql.contains("$") else { return sql }
+        var result = ""
+        result.reserveCapacity(sql.utf8.count)
+        var previous: Character = " "
+        for character in sql {
+            if previous == "$", character.isNumber {
+                result.removeLast()
+                result.append("?")
+            }
+            result.append(character)
+            previous = character
+        }
+        return result
+    }
+}

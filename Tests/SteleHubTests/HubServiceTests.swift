@@ -1,0 +1,473 @@
+import Foundation
+import Synchronization
+import Stele
+import SteleHub
+import SteleSQL
+import Testing
+import TestSupport
+
+/// The handler on both backends: every path of HUB-API's directory, relay and
+/// anchor, with each refusal's status and code, and refusals that change nothing.
+@Suite(.serialized) struct HubServiceTests {
+    // MARK: health, routing, limits
+
+    @Test(arguments: [Backend.sqlite]) func healthNamesTheStorage(_ backend: Backend) throws {
+        let hub = try HubHarness(backend)
+        let response = hub.call("GET", "/v1/health")
+        #expect(response.status == 200)
+        #expect(response.json["status"] as? String == "ok")
+        #expect(response.json["storage"] as? String == backend.rawValue)
+    }
+
+    @Test(arguments: [Backend.sqlite]) func unknownPathsWrongMethodsAndTheRecordAPIAnswerAsHubAPISays(_ backend: Backend) throws {
+        let hub = try HubHarness(backend)
+        let account = AccountID.generate().hex
+        #expect(hub.call("GET", "/v2/health").status == 404)
+        #expect(hub.call("GET", "/v1/nothing").errorCode == "not_found")
+        #expect(hub.call("GET", "/v1/accounts/\(account)/nothing").status == 404)
+        let wrongMethod = hub.call("DELETE", "/v1/health")
+        #expect(wrongMethod.status == 405)
+        #expect(wrongMethod.errorCode == "method_not_allowed")
+        #expect(wrongMethod.headers["Allow"] == "GET")
+        #expect(hub.call("GET", "/v1/accounts").status == 405)
+        let records = hub.call("POST", "/v1/accounts/\(account)/records/push", json: ["mutations": []])
+        #expect(records.status == 501)
+        #expect(records.errorCode == "not_implemented")
+        #expect(hub.call("PUT", "/v1/accounts/\(account)/kinds/notes", json: ["appendOnly": true]).status == 501)
+    }
+
+    @Test(arguments: [Backend.sqlite]) func aBodyOverTheLimitIsTooLarge(_ backend: Backend) throws {
+        let hub = try HubHarness(backend) { $0.maximumBodyBytes = 1_000 }
+        let response = hub.call("POST", "/v1/accounts", body: [UInt8](repeating: 0x20, count: 1_001))
+        #expect(response.status == 413)
+        #expect(response.errorCode == "too_large")
+    }
+
+    // MARK: accounts
+
+    @Test(arguments: [Backend.sqlite]) func anAccountNeedsAnUnspentInvite(_ backend: Backend) throws {
+        let hub = try HubHarness(backend)
+        let founder = Fixtures.identity(1)
+        let account = AccountID.generate()
+        let genesis = Data(try Roster.founding(account: account, by: founder).encoded).base64EncodedString()
+        let without = hub.call("POST", "/v1/accounts", json: ["genesis": genesis])
+        #expect(without.status == 403)
+        #expect(without.errorCode == "invite_required")
+        #expect(hub.call("POST", "/v1/accounts", json: ["genesis": genesis, "invite": "nope"]).errorCode == "invite_required")
+        let invite = try hub.service.createInvite()
+        let created = hub.call("POST", "/v1/accounts", json: ["genesis": genesis, "invite": invite])
+        #expect(created.status == 201)
+        #expect(created.json["account"] as? String == account.hex)
+        let other = Data(try Roster.founding(account: AccountID.generate(), by: founder).encoded).base64EncodedString()
+        let spent = hub.call("POST", "/v1/accounts", json: ["genesis": other, "invite": invite])
+        #expect(spent.status == 403)
+        #expect(spent.errorCode == "invite_required")
+        let again = hub.call("POST", "/v1/accounts", json: ["genesis": genesis, "invite": try hub.service.createInvite()])
+        #expect(again.status == 409)
+    }
+
+    @Test(arguments: [Backend.sqlite]) func anOpenHubFoundsWithoutAnInvite(_ backend: Backend) throws {
+        let hub = try HubHarness(backend) { $0.open = true }
+        let genesis = Data(try Roster.founding(account: AccountID.generate(), by: Fixtures.identity(1)).encoded).base64EncodedString()
+        #expect(hub.call("POST", "/v1/accounts", json: ["genesis": genesis]).status == 201)
+    }
+
+    @Test(arguments: [Backend.sqlite]) func malformedAccountBodiesAreRefusedNamingTheField(_ backend: Backend) throws {
+        let hub = try HubHarness(backend)
+        let before = try hub.snapshot()
+        let notJSON = hub.call("POST", "/v1/accounts", body: Array("{not json".utf8))
+        #expect(notJSON.status == 400)
+        #expect(notJSON.errorCode == "bad_request")
+        let missing = hub.call("POST", "/v1/accounts", json: ["invite": "x"])
+        #expect(missing.status == 400)
+        #expect((missing.json["error"] as? [String: Any])?["message"] as? String == "the field \"genesis\" is missing")
+        #expect(hub.call("POST", "/v1/accounts", json: ["genesis": 12]).status == 400)
+        #expect(hub.call("POST", "/v1/accounts", json: ["genesis": "***"]).status == 400)
+        #expect(hub.call("POST", "/v1/accounts", body: Array("[1, 2]".utf8)).status == 400)
+        let garbage = hub.call("POST", "/v1/accounts", json: ["genesis": Data([1, 2, 3]).base64EncodedString(), "invite": try hub.service.createInvite()])
+        #expect(garbage.status == 422)
+        #expect(garbage.errorCode == "invalid_change")
+        // A founding entry whose signature was tampered with does not verify.
+        var bytes = try Roster.founding(account: AccountID.generate(), by: Fixtures.identity(1)).encoded
+        bytes[bytes.count - 1] ^= 1
+        #expect(hub.call("POST", "/v1/accounts", json: ["genesis": Data(bytes).base64EncodedString(), "invite": try hub.service.createInvite()]).status == 422)
+        // Only the invites the test created changed.
+        #expect(try hub.snapshot().filter { !$0.hasPrefix("invites") } == before.filter { !$0.hasPrefix("invites") })
+    }
+
+    // MARK: sessions
+
+    @Test(arguments: [Backend.sqlite]) func aSessionNeedsTheRosterKeysSignatureWithinFiveMinutes(_ backend: Backend) throws {
+        let hub = try HubHarness(backend)
+        let founder = Fixtures.identity(1)
+        let account = try hub.found(founder)
+        let path = "/v1/accounts/\(account.hex)/sessions"
+        func proof(_ identity: DeviceIdentity, time: Int64, signer: DeviceIdentity? = nil) throws -> [String: Any] {
+            let signature = try HubSessionProof.sign(by: signer ?? identity, account: account, timeMilliseconds: time)
+            return ["device": identity.deviceID.hex, "time": time, "signature": Data(signature).base64EncodedString()]
+        }
+        let good = hub.call("POST", path, json: try proof(founder, time: hub.now))
+        #expect(good.status == 200)
+        #expect((good.json["token"] as? String)?.count == 64)
+        #expect(good.json["expiresAt"] as? Int64 == hub.now + 3_600_000)
+        let forged = hub.call("POST", path, json: try proof(founder, time: hub.now, signer: Fixtures.identity(2)))
+        #expect(forged.status == 403)
+        #expect(forged.errorCode == "bad_signature")
+        let late = hub.call("POST", path, json: try proof(founder, time: hub.now - 301_000))
+        #expect(late.errorCode == "clock_skew")
+        #expect(hub.call("POST", path, json: try proof(founder, time: hub.now + 299_000)).status == 200)
+        let stranger = hub.call("POST", path, json: try proof(Fixtures.identity(3), time: hub.now))
+        #expect(stranger.status == 403)
+        #expect(stranger.errorCode == "not_a_member")
+        #expect(hub.call("POST", "/v1/accounts/\(AccountID.generate().hex)/sessions", json: try proof(founder, time: hub.now)).status == 404)
+        #expect(hub.call("POST", path, json: ["device": "xyz", "time": 1, "signature": ""]).status == 400)
+        #expect(hub.call("POST", path, json: ["device": founder.deviceID.hex, "time": "now", "signature": ""]).status == 400)
+        #expect(hub.call("POST", path, json: ["device": founder.deviceID.hex, "time": true, "signature": ""]).status == 400)
+        #expect(hub.call("POST", path, json: ["device": founder.deviceID.hex, "time": 1.5, "signature": ""]).status == 400)
+    }
+
+    @Test(arguments: [Backend.sqlite]) func tokensAreCheckedOnEveryMemberPath(_ backend: Backend) throws {
+        let hub = try HubHarness(backend)
+        let founder = Fixtures.identity(1)
+        let account = try hub.found(founder)
+        let token = try hub.session(founder, account)
+        let outsider = Fixtures.identity(9)
+        let otherAccount = try hub.found(outsider)
+        let otherToken = try hub.session(outsider, otherAccount)
+        let paths = ["roster", "join-requests", "keys", "relay?wait=0", "anchor", "status"]
+        for path in paths {
+            let target = "/v1/accounts/\(account.hex)/\(path)"
+            #expect(hub.call("GET", target).status == 401, "\(path) without a token")
+            #expect(hub.call("GET", target, token: "not-a-token").status == 401, "\(path) with an unknown token")
+            #expect(hub.call("GET", target, token: otherToken).status == 403, "\(path) with another account's token")
+            #expect(hub.call("GET", "/v1/accounts/\(AccountID.generate().hex)/\(path)", token: token).status == 404, "\(path) of no account")
+            #expect([200, 404].contains(hub.call("GET", target, token: token).status), "\(path) with the member's token")
+        }
+        hub.advance(seconds: 3_601)
+        let expired = hub.call("GET", "/v1/accounts/\(account.hex)/roster", token: token)
+        #expect(expired.status == 401)
+    }
+
+    // MARK: roster
+
+    @Test(arguments: [Backend.sqlite]) func theRosterGrowsOnlyBySignedChangesThatExtendIt(_ backend: Backend) throws {
+        let hub = try HubHarness(backend)
+        let founder = Fixtures.identity(1)
+        let joiner = Fixtures.identity(2)
+        let account = try hub.found(founder)
+        let token = try hub.session(founder, account)
+        let path = "/v1/accounts/\(account.hex)/roster"
+        let approval = try RosterChange.approval(of: joiner.deviceID, signingKey: try joiner.signingKey(), by: founder, account: account, index: 1)
+        let appended = hub.call("POST", path, json: ["change": Data(approval.encoded).base64EncodedString()], token: token)
+        #expect(appended.status == 200)
+        #expect(appended.json["version"] as? Int == 2)
+        let before = try hub.snapshot()
+        // The same change again: its position is taken.
+        let replayed = hub.call("POST", path, json: ["change": Data(approval.encoded).base64EncodedString()], token: token)
+        #expect(replayed.status == 409)
+        #expect(replayed.errorCode == "conflict")
+        // A change signed for a stale position, and one claiming a taken index.
+        let third = Fixtures.identity(3)
+        let stale = try RosterChange.approval(of: third.deviceID, signingKey: try third.signingKey(), by: founder, account: account, index: 1)
+        #expect(hub.call("POST", path, json: ["change": Data(stale.encoded).base64EncodedString()], token: token).status == 409)
+        let current = try RosterChange.approval(of: third.deviceID, signingKey: try third.signingKey(), by: founder, account: account, index: 2)
+        #expect(hub.call("POST", path, json: ["change": Data(current.encoded).base64EncodedString(), "index": 1], token: token).status == 409)
+        // A forgery: signed by a device that is not a member.
+        let forged = try RosterChange.approval(of: third.deviceID, signingKey: try third.signingKey(), by: third, account: account, index: 2)
+        let refused = hub.call("POST", path, json: ["change": Data(forged.encoded).base64EncodedString()], token: token)
+        #expect(refused.status == 422)
+        #expect(refused.errorCode == "invalid_change")
+        // A bad signature by a member.
+        var tampered = current.encoded
+        tampered[tampered.count - 1] ^= 0x40
+        #expect(hub.call("POST", path, json: ["change": Data(tampered).base64EncodedString()], token: token).status == 422)
+        #expect(hub.call("POST", path, json: ["change": Data([7, 7]).base64EncodedString()], token: token).status == 400)
+        #expect(hub.call("POST", path, json: ["change": 5], token: token).status == 400)
+        #expect(try hub.snapshot() == before)
+        let roster = try hub.roster(account, token: token)
+        #expect(roster.members == [founder.deviceID, joiner.deviceID])
+    }
+
+    @Test(arguments: [Backend.sqlite]) func aRevocationEndsTheDevicesSessionsAndMailbox(_ backend: Backend) throws {
+        let hub = try HubHarness(backend)
+        let founder = Fixtures.identity(1)
+        let laptop = Fixtures.identity(2)
+        let account = try hub.found(founder)
+        let token = try hub.session(founder, account)
+        try hub.approve(laptop, by: founder, account, token: token)
+        let laptopToken = try hub.session(laptop, account)
+        let relay = "/v1/accounts/\(account.hex)/relay"
+        #expect(hub.call("POST", "\(relay)/\(laptop.deviceID.hex)", body: [1, 2, 3], token: token).status == 202)
+        // The laptop parks a poll for frames after the one it has.
+        guard case .wait(let parked) = hub.service.handle(HubRequest(method: "GET", target: "\(relay)?after=1&wait=30", headers: ["authorization": "Bearer \(laptopToken)"])) else {
+            Issue.record("a poll with nothing new must park")
+            return
+        }
+        #expect(parked.poll() == nil)
+        let revocation = try RosterChange.revocation(of: laptop.deviceID, by: founder, account: account, index: 2)
+        #expect(hub.call("POST", "/v1/accounts/\(account.hex)/roster", json: ["change": Data(revocation.encoded).base64EncodedString()], token: token).status == 200)
+        #expect(parked.poll()?.status == 403)
+        #expect(hub.call("GET", "\(relay)?wait=0", token: laptopToken).status == 403)
+        let sent = hub.call("POST", "\(relay)/\(laptop.deviceID.hex)", body: [4], token: token)
+        #expect(sent.status == 410)
+        #expect(sent.errorCode == "revoked")
+        let session = hub.call("POST", "/v1/accounts/\(account.hex)/sessions", json: [
+            "device": laptop.deviceID.hex, "time": hub.now,
+            "signature": Data(try HubSessionProof.sign(by: laptop, account: account, timeMilliseconds: hub.now)).base64EncodedString(),
+        ])
+        #expect(session.errorCode == "revoked")
+        #expect(try hub.snapshot().filter { $0.hasPrefix("mailbox") }.isEmpty)
+    }
+
+    // MARK: join requests and keys
+
+    @Test(arguments: [Backend.sqlite]) func joinRequestsAreOpenToAskButReadOnlyByMembers(_ backend: Backend) throws {
+        let hub = try HubHarness(backend) { $0.maximumJoinRequests = 2 }
+        let founder = Fixtures.identity(1)
+        let account = try hub.found(founder)
+        let token = try hub.session(founder, account)
+        let path = "/v1/accounts/\(account.hex)/join-requests"
+        func ask(_ seed: UInt64) -> HubResponse {
+            hub.call("POST", path, json: ["device": Fixtures.identity(seed).deviceID.hex, "publicKeys": Data([1, 2]).base64EncodedString(), "name": "phone \(seed)"])
+        }
+        #expect(ask(2).status == 202)
+        #expect(ask(2).status == 202)
+        #expect(ask(3).status == 202)
+        let full = ask(4)
+        #expect(full.status == 429)
+        #expect(full.headers["Retry-After"] != nil)
+        #expect(hub.call("GET", path).status == 401)
+        let listed = hub.call("GET", path, token: token)
+        let requests = listed.json["requests"] as? [[String: Any]] ?? []
+        #expect(Set(requests.compactMap { $0["device"] as? String }) == [Fixtures.identity(2).deviceID.hex, Fixtures.identity(3).deviceID.hex])
+        #expect(hub.call("POST", path, json: ["device": founder.deviceID.hex, "publicKeys": "", "name": "x"]).status == 409)
+        #expect(hub.call("POST", path, json: ["device": "abc", "publicKeys": "", "name": "x"]).status == 400)
+        // Approval clears the request.
+        try hub.approve(Fixtures.identity(2), by: founder, account, token: token)
+        #expect((hub.call("GET", path, token: token).json["requests"] as? [[String: Any]])?.count == 1)
+    }
+
+    @Test(arguments: [Backend.sqlite]) func wrappedKeysReachOnlyTheirDevice(_ backend: Backend) throws {
+        let hub = try HubHarness(backend)
+        let founder = Fixtures.identity(1)
+        let laptop = Fixtures.identity(2)
+        let account = try hub.found(founder)
+        let token = try hub.session(founder, account)
+        try hub.approve(laptop, by: founder, account, token: token)
+        let key = try WrappedAccountKey.wrap(AccountKey.generate(), epoch: 1, for: laptop.deviceID, by: founder, account: account)
+        let keys = "/v1/accounts/\(account.hex)/keys"
+        #expect(hub.call("PUT", "\(keys)/\(laptop.deviceID.hex)", json: ["epoch": 1, "sealed": Data(key.sealed).base64EncodedString()], token: token).status == 200)
+        #expect(hub.call("PUT", "\(keys)/\(Fixtures.identity(5).deviceID.hex)", json: ["epoch": 1, "sealed": "AA=="], token: token).status == 404)
+        #expect(hub.call("PUT", "\(keys)/\(laptop.deviceID.hex)", json: ["epoch": 0, "sealed": "AA=="], token: token).status == 400)
+        #expect((hub.call("GET", keys, token: token).json["keys"] as? [Any])?.isEmpty == true)
+        let read = hub.call("GET", keys, token: try hub.session(laptop, account)).json["keys"] as? [[String: Any]] ?? []
+        #expect(read.count == 1)
+        #expect(read.first?["sealed"] as? String == Data(key.sealed).base64EncodedString())
+    }
+
+    // MARK: relay
+
+    @Test(arguments: [Backend.sqlite]) func framesArriveInOrderAndLeaveOnlyWhenAcknowledged(_ backend: Backend) throws {
+        let hub = try HubHarness(backend)
+        let founder = Fixtures.identity(1)
+        let laptop = Fixtures.identity(2)
+        let account = try hub.found(founder)
+        let token = try hub.session(founder, account)
+        try hub.approve(laptop, by: founder, account, token: token)
+        let laptopToken = try hub.session(laptop, account)
+        let relay = "/v1/accounts/\(account.hex)/relay"
+        for frame: [UInt8] in [[1], [2, 2], [0, 3, 0]] {
+            #expect(hub.call("POST", "\(relay)/\(laptop.deviceID.hex)", body: frame, token: token).status == 202)
+        }
+        let first = hub.call("GET", "\(relay)?wait=0", token: laptopToken)
+        #expect(first.headers["Content-Type"] == "application/octet-stream")
+        #expect(try RelayBody(first.body) == RelayBody(next: 3, frames: [(1, [1]), (2, [2, 2]), (3, [0, 3, 0])]))
+        // A dropped answer loses nothing: the same cursor gets the same frames.
+        #expect(try RelayBody(hub.call("GET", "\(relay)?after=0&wait=0", token: laptopToken).body).frames.count == 3)
+        #expect(try RelayBody(hub.call("GET", "\(relay)?after=2&wait=0", token: laptopToken).body) == RelayBody(next: 3, frames: [(3, [0, 3, 0])]))
+        // Frames up to the cursor are deleted.
+        #expect(try RelayBody(hub.call("GET", "\(relay)?after=0&wait=0", token: laptopToken).body) == RelayBody(next: 3, frames: [(3, [0, 3, 0])]))
+        #expect(try RelayBody(hub.call("GET", "\(relay)?after=3&wait=0", token: laptopToken).body) == RelayBody(next: 3, frames: []))
+        // The sender's own mailbox is apart.
+        #expect(try RelayBody(hub.call("GET", "\(relay)?wait=0", token: token).body).frames.isEmpty)
+    }
+
+    @Test(arguments: [Backend.sqlite]) func aParkedPollAnswersWhenAFrameLands(_ backend: Backend) throws {
+        let hub = try HubHarness(backend)
+        let founder = Fixtures.identity(1)
+        let account = try hub.found(founder)
+        let token = try hub.session(founder, account)
+        let relay = "/v1/accounts/\(account.hex)/relay"
+        guard case .wait(let parked) = hub.service.handle(HubRequest(method: "GET", target: "\(relay)?wait=20", headers: ["authorization": "Bearer \(token)"])) else {
+            Issue.record("an empty mailbox must park the poll")
+            return
+        }
+        #expect(parked.waitSeconds == 20)
+        #expect(parked.poll() == nil)
+        #expect(try RelayBody(parked.expire().body) == RelayBody(next: 0, frames: []))
+        let woken = WakeCounter()
+        _ = hub.service.wakeups.subscribe(parked.key) { woken.add() }
+        #expect(hub.call("POST", "\(relay)/\(founder.deviceID.hex)", body: [9], token: token).status == 202)
+        #expect(woken.count == 1)
+        #expect(try RelayBody(#require(parked.poll()).body) == RelayBody(next: 1, frames: [(1, [9])]))
+    }
+
+    @Test(arguments: [Backend.sqlite]) func relayRefusalsNameTheirCause(_ backend: Backend) throws {
+        let hub = try HubHarness(backend) { $0.maximumFrameBytes = 100; $0.maximumMailboxBytes = 250 }
+        let founder = Fixtures.identity(1)
+        let account = try hub.found(founder)
+        let token = try hub.session(founder, account)
+        let mailbox = "/v1/accounts/\(account.hex)/relay/\(founder.deviceID.hex)"
+        let tooBig = hub.call("POST", mailbox, body: [UInt8](repeating: 1, count: 101), token: token)
+        #expect(tooBig.status == 413)
+        #expect(tooBig.errorCode == "too_large")
+        #expect(hub.call("POST", mailbox, body: [], token: token).status == 400)
+        #expect(hub.call("POST", "/v1/accounts/\(account.hex)/relay/\(Fixtures.identity(7).deviceID.hex)", body: [1], token: token).status == 404)
+        #expect(hub.call("POST", "/v1/accounts/\(account.hex)/relay/nothex", body: [1], token: token).status == 404)
+        #expect(hub.call("POST", mailbox, body: [UInt8](repeating: 1, count: 100), token: token).status == 202)
+        #expect(hub.call("POST", mailbox, body: [UInt8](repeating: 1, count: 100), token: token).status == 202)
+        let before = try hub.snapshot()
+        let full = hub.call("POST", mailbox, body: [UInt8](repeating: 1, count: 51), token: token)
+        #expect(full.status == 429)
+        #expect(full.errorCode == "mailbox_full")
+        #expect(full.headers["Retry-After"] == "5")
+        #expect(try hub.snapshot() == before)
+        // Reading frees the space.
+        _ = hub.call("GET", "/v1/accounts/\(account.hex)/relay?after=2&wait=0", token: token)
+        #expect(hub.call("POST", mailbox, body: [UInt8](repeating: 1, count: 51), token: token).status == 202)
+        for query in ["after=-1", "after=x", "wait=61", "wait=-1"] {
+            #expect(hub.call("GET", "/v1/accounts/\(account.hex)/relay?\(query)", token: token).status == 400, "\(query)")
+        }
+    }
+
+    @Test(arguments: [Backend.sqlite]) func aContactDeliversWithoutASessionButNotToTheRevoked(_ backend: Backend) throws {
+        let hub = try HubHarness(backend)
+        let founder = Fixtures.identity(1)
+        let account = try hub.found(founder)
+        let token = try hub.session(founder, account)
+        let delivered = hub.call("POST", "/v1/accounts/\(account.hex)/contact-relay/\(founder.deviceID.hex)", body: [5, 5])
+        #expect(delivered.status == 202)
+        #expect(try RelayBody(hub.call("GET", "/v1/accounts/\(account.hex)/relay?wait=0", token: token).body).frames.map(\.1) == [[5, 5]])
+        #expect(hub.call("POST", "/v1/accounts/\(account.hex)/contact-relay/\(Fixtures.identity(4).deviceID.hex)", body: [1]).status == 404)
+        #expect(hub.call("POST", "/v1/accounts/\(AccountID.generate().hex)/contact-relay/\(founder.deviceID.hex)", body: [1]).status == 404)
+    }
+
+    @Test func framesSurviveReopeningTheFile() throws {
+        let directory = try TemporaryDirectory("stele-hub")
+        let founder = Fixtures.identity(1)
+        let account: AccountID
+        let token: String
+        do {
+            let storage = try SQLiteHubStorage(path: directory.file("hub.sqlite"))
+            let service = HubService(storage: storage)
+            let invite = try service.createInvite()
+            account = AccountID.generate()
+            let genesis = Data(try Roster.founding(account: account, by: founder).encoded).base64EncodedString()
+            #expect(service.handle(HubRequest(method: "POST", target: "/v1/accounts", body: Array(HubJSON.encode(["invite": invite, "genesis": genesis]).utf8))).response?.status == 201)
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            let proof = HubJSON.encode(["device": founder.deviceID.hex, "time": now, "signature": Data(try HubSessionProof.sign(by: founder, account: account, timeMilliseconds: now)).base64EncodedString()])
+            token = try #require(service.handle(HubRequest(method: "POST", target: "/v1/accounts/\(account.hex)/sessions", body: Array(proof.utf8))).response?.json["token"] as? String)
+            let sent = service.handle(HubRequest(method: "POST", target: "/v1/accounts/\(account.hex)/relay/\(founder.deviceID.hex)", headers: ["authorization": "Bearer \(token)"], body: [1, 2, 3]))
+            #expect(sent.response?.status == 202)
+            storage.close()
+        }
+        let reopened = HubService(storage: try SQLiteHubStorage(path: directory.file("hub.sqlite")))
+        let read = reopened.handle(HubRequest(method: "GET", target: "/v1/accounts/\(account.hex)/relay?wait=0", headers: ["authorization": "Bearer \(token)"]))
+        #expect(try RelayBody(#require(read.response).body).frames.map(\.1) == [[1, 2, 3]])
+    }
+
+    // MARK: anchor
+
+    @Test(arguments: [Backend.sqlite]) func theAnchorsGenerationNeverGoesDownAndAnEqualOneOverwrites(_ backend: Backend) throws {
+        let hub = try HubHarness(backend)
+        let founder = Fixtures.identity(1)
+        let account = try hub.found(founder)
+        let token = try hub.session(founder, account)
+        let path = "/v1/accounts/\(account.hex)/anchor"
+        let key = AccountKey.generate()
+        func anchor(_ generation: UInt64, of owner: AccountID? = nil, snapshot: [UInt8] = [1, 2, 3]) throws -> [UInt8] {
+            var generator = SeededGenerator(seed: generation)
+            let header = AnchorHeader(account: owner ?? account, generation: generation, round: RoundNonce.generate(using: &generator), digest: try Hash32(bytes: [UInt8](repeating: UInt8(generation), count: 32)))
+            return AnchorFile.encode(Anchor(header: header, snapshot: snapshot), key: key)
+        }
+        let none = hub.call("GET", path, token: token)
+        #expect(none.status == 404)
+        let five = try anchor(5)
+        #expect(hub.call("PUT", path, body: five, token: token).status == 200)
+        let read = hub.call("GET", path, token: token)
+        #expect(read.status == 200)
+        #expect(read.body == five)
+        #expect(read.headers["Stele-Generation"] == "5")
+        let before = try hub.snapshot()
+        let lower = hub.call("PUT", path, body: try anchor(4), token: token)
+        #expect(lower.status == 409)
+        #expect(lower.errorCode == "stale_generation")
+        #expect(hub.call("PUT", path, body: Array(five.prefix(40)), token: token).status == 400)
+        #expect(hub.call("PUT", path, body: try anchor(6, of: AccountID.generate()), token: token).status == 400)
+        #expect(hub.call("PUT", path, body: Array("STELEANC but not really an anchor file at all, just words to fill".utf8) + [UInt8](repeating: 0, count: 60), token: token).status == 400)
+        #expect(try hub.snapshot() == before)
+        let equal = try anchor(5, snapshot: [9, 9])
+        #expect(hub.call("PUT", path, body: equal, token: token).status == 200)
+        #expect(hub.call("GET", path, token: token).body == equal)
+        #expect(try AnchorFile.decode(hub.call("GET", path, token: token).body, key: key).snapshot == [9, 9])
+    }
+
+    // MARK: status
+
+    @Test(arguments: [Backend.sqlite]) func statusShowsEachDevicesMailbox(_ backend: Backend) throws {
+        let hub = try HubHarness(backend)
+        let founder = Fixtures.identity(1)
+        let account = try hub.found(founder)
+        let token = try hub.session(founder, account)
+        #expect(hub.call("POST", "/v1/accounts/\(account.hex)/relay/\(founder.deviceID.hex)", body: [1, 2], token: token).status == 202)
+        let status = hub.call("GET", "/v1/accounts/\(account.hex)/status", token: token)
+        #expect(status.status == 200)
+        #expect(status.json["historyId"] as? Int == 0)
+        #expect((status.json["epoch"] as? String)?.isEmpty == false)
+        let devices = status.json["devices"] as? [[String: Any]] ?? []
+        #expect(devices.count == 1)
+        #expect(devices.first?["pendingFrames"] as? Int == 1)
+        #expect(devices.first?["oldestPendingFrame"] as? Int64 == hub.now)
+        #expect(devices.first?["lastSeen"] as? Int64 == hub.now)
+    }
+}
+
+/// HUB-API's relay answer, decoded independently of the hub's encoder.
+struct RelayBody: Equatable {
+    let next: UInt64
+    let frames: [(UInt64, [UInt8])]
+
+    init(next: UInt64, frames: [(UInt64, [UInt8])]) {
+        self.next = next
+        self.frames = frames
+    }
+
+    init(_ body: [UInt8]) throws {
+        func read(_ offset: inout Int, _ count: Int) throws -> UInt64 {
+            guard offset + count <= body.count else { throw HarnessError("relay body cut at \(offset)") }
+            defer { offset += count }
+            return body[offset..<offset + count].reduce(0) { $0 << 8 | UInt64($1) }
+        }
+        var offset = 0
+        next = try read(&offset, 8)
+        var frames: [(UInt64, [UInt8])] = []
+        while offset < body.count {
+            let seq = try read(&offset, 8)
+            let length = Int(try read(&offset, 4))
+            guard offset + length <= body.count else { throw HarnessError("relay frame cut") }
+            frames.append((seq, Array(body[offset..<offset + length])))
+            offset += length
+        }
+        self.frames = frames
+    }
+
+    static func == (lhs: RelayBody, rhs: RelayBody) -> Bool {
+        lhs.next == rhs.next && lhs.frames.count == rhs.frames.count && zip(lhs.frames, rhs.frames).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
+    }
+}
+
+final class WakeCounter: Sendable {
+    private let value = Mutex(0)
+    func add() { value.withLock { $0 += 1 } }
+    var count: Int { value.withLock { $0 } }
+}
