@@ -46,11 +46,13 @@ let package = Package(
         // The hub (DESIGN §8.1, HUB-API.md): request handling as plain code over a storage, then the HTTP front.
         .target(name: "SteleHub", dependencies: ["Stele", "SteleSQL", "CPostgres"]),
         .target(name: "SteleHubServer", dependencies: ["SteleHub", "CMicroHTTPD"]),
-        .executableTarget(name: "stele-hub", dependencies: ["SteleHub", "SteleHubServer", "Stele"]),
+        .executableTarget(name: "stele-hub", dependencies: ["SteleHub", "SteleHubServer", "Stele", "SteleBench"]),
         // libFuzzer target for the frame decoder: swift build -c release --sanitize=fuzzer --product stele-fuzz-frames
         .executableTarget(name: "stele-fuzz-frames", dependencies: ["Stele"]),
         // libFuzzer target for the sealed-frame opener: swift build -c release --sanitize=fuzzer --product stele-fuzz-sealed
         .executableTarget(name: "stele-fuzz-sealed", dependencies: ["Stele"]),
+        // libFuzzer target for the hub's request handler: swift build -c release --sanitize=fuzzer --product stele-fuzz-hub
+        .executableTarget(name: "stele-fuzz-hub", dependencies: ["SteleHub", "Stele"]),
         .target(name: "TestSupport", dependencies: ["Stele", "SteleSQL"]),
         .testTarget(name: "SteleSQLTests", dependencies: ["SteleSQL", "TestSupport"]),
         .testTarget(name: "SteleTests", dependencies: ["Stele", "SteleSQL", "TestSupport"]),

@@ -1,3 +1,170 @@
+import Foundation
+import Stele
 import SteleHub
-// Scaffold: serve, invite and bench land here (issue 16).
-print("stele-hub: not built yet")
+import SteleHubServer
+
+/// `stele-hub`: the hub's command line (HUB-API.md "stele-hub"). Thin: it
+/// parses, opens the storage, starts the HTTP front, prints.
+let usage = """
+    usage: stele-hub COMMAND [OPTIONS]
+
+    commands:
+      serve   run the hub: stele-hub serve [--data DIR | --postgres URL] [--listen HOST:PORT] [--open]
+                                          [--tls-cert FILE --tls-key FILE] [--threads N]
+                                          [--max-body-bytes N] [--max-frame-bytes N] [--max-mailbox-bytes N]
+      invite  print a one-time invite code: stele-hub invite [--data DIR | --postgres URL]
+      bench   the hub's figures: stele-hub bench [--json] [--postgres URL]
+    """
+
+/// A usage mistake: printed with the usage, exit status 2.
+struct UsageError: Error {
+    let message: String
+}
+
+/// Parsed `--name value` options and `--flag`s.
+struct Options {
+    var values: [String: String] = [:]
+    var flags: Set<String> = []
+
+    init(_ arguments: ArraySlice<String>, options: Set<String>, flags: Set<String>) throws {
+        var iterator = arguments.makeIterator()
+        while let argument = iterator.next() {
+            if flags.contains(argument) {
+                self.flags.insert(argument)
+            } else if options.contains(argument) {
+                guard let value = iterator.next() else { throw UsageError(message: "\(argument) needs a value") }
+                values[argument] = value
+            } else {
+                throw UsageError(message: "unknown option '\(argument)'\(Spelling.hint(argument, in: options.union(flags)))")
+            }
+        }
+    }
+
+    func integer(_ name: String, default fallback: Int) throws -> Int {
+        guard let text = values[name] else { return fallback }
+        guard let value = Int(text), value > 0 else { throw UsageError(message: "\(name) takes a positive whole number, not '\(text)'") }
+        return value
+    }
+}
+
+/// The storage the options name: PostgreSQL with `--postgres`, else SQLite under `--data`.
+func openStorage(_ options: Options) throws -> any HubStorage {
+    if options.values["--data"] != nil && options.values["--postgres"] != nil {
+        throw UsageError(message: "--data and --postgres name two storages; give one")
+    }
+    if let url = options.values["--postgres"] {
+        return try PostgresHubStorage(url: url)
+    }
+    let directory = options.values["--data"] ?? "./stele-hub-data"
+    do {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    } catch {
+        throw HubStorageError(.unavailable, "cannot create the data directory \(directory): \(error.localizedDescription)")
+    }
+    return try SQLiteHubStorage(path: "\(directory)/hub.sqlite")
+}
+
+/// Writes one line to standard error.
+func printError(_ message: String) {
+    FileHandle.standardError.write(Data((message + "\n").utf8))
+}
+
+func serve(_ arguments: ArraySlice<String>) throws {
+    let options = try Options(
+        arguments,
+        options: ["--data", "--postgres", "--listen", "--tls-cert", "--tls-key", "--threads", "--max-body-bytes", "--max-frame-bytes", "--max-mailbox-bytes"],
+        flags: ["--open"])
+    let listen = options.values["--listen"] ?? "127.0.0.1:8420"
+    guard let colon = listen.lastIndex(of: ":"), let port = UInt16(listen[listen.index(after: colon)...]), colon != listen.startIndex else {
+        throw UsageError(message: "--listen takes HOST:PORT (e.g. 127.0.0.1:8420), not '\(listen)'")
+    }
+    let host = String(listen[..<colon])
+    if (options.values["--tls-cert"] == nil) != (options.values["--tls-key"] == nil) {
+        throw UsageError(message: "--tls-cert and --tls-key go together")
+    }
+    var configuration = HubService.Configuration()
+    configuration.open = options.flags.contains("--open")
+    configuration.maximumBodyBytes = try options.integer("--max-body-bytes", default: configuration.maximumBodyBytes)
+    configuration.maximumFrameBytes = try options.integer("--max-frame-bytes", default: configuration.maximumFrameBytes)
+    configuration.maximumMailboxBytes = try options.integer("--max-mailbox-bytes", default: configuration.maximumMailboxBytes)
+    var serverConfiguration = HubServer.Configuration()
+    serverConfiguration.host = host
+    serverConfiguration.port = port
+    serverConfiguration.threads = try options.integer("--threads", default: serverConfiguration.threads)
+    serverConfiguration.maximumBodyBytes = configuration.maximumBodyBytes
+    if let certificate = options.values["--tls-cert"], let key = options.values["--tls-key"] {
+        guard let certificateBytes = FileManager.default.contents(atPath: certificate) else { throw UsageError(message: "cannot read the TLS certificate \(certificate)") }
+        guard let keyBytes = FileManager.default.contents(atPath: key) else { throw UsageError(message: "cannot read the TLS key \(key)") }
+        serverConfiguration.tlsCertificate = [UInt8](certificateBytes)
+        serverConfiguration.tlsKey = [UInt8](keyBytes)
+    }
+    serverConfiguration.log = { line in
+        FileHandle.standardError.write(Data((line + "\n").utf8))
+    }
+    let storage = try openStorage(options)
+    let service = HubService(storage: storage, configuration: configuration)
+    let server = try HubServer(handler: service, configuration: serverConfiguration)
+    let scheme = serverConfiguration.tlsCertificate == nil ? "http" : "https"
+    print("stele-hub listening on \(scheme)://\(host):\(server.port) (\(storage.backend.rawValue))")
+    fflush(stdout)
+
+    // SIGINT and SIGTERM end the wait; in-flight requests finish, parked polls are answered.
+    let stopping = DispatchSemaphore(value: 0)
+    var sources: [any DispatchSourceSignal] = []
+    for signalNumber in [SIGINT, SIGTERM] {
+        signal(signalNumber, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
+        source.setEventHandler { stopping.signal() }
+        source.resume()
+        sources.append(source)
+    }
+    stopping.wait()
+    server.stop()
+    storage.close()
+    printError("stele-hub stopped")
+}
+
+func invite(_ arguments: ArraySlice<String>) throws {
+    let options = try Options(arguments, options: ["--data", "--postgres"], flags: [])
+    let storage = try openStorage(options)
+    defer { storage.close() }
+    print(try HubService(storage: storage).createInvite())
+}
+
+func run() -> Int32 {
+    let arguments = CommandLine.arguments.dropFirst()
+    guard let command = arguments.first else {
+        printError(usage)
+        return 2
+    }
+    if ["help", "--help", "-h"].contains(command) {
+        print(usage)
+        return 0
+    }
+    let rest = arguments.dropFirst()
+    do {
+        switch command {
+        case "serve": try serve(rest)
+        case "invite": try invite(rest)
+        case "bench": try HubBenchCommand.run(rest)
+        case "_open-polls": return OpenPolls.run(rest)
+        default:
+            printError("stele-hub: unknown command '\(command)'\(Spelling.hint(command, in: ["serve", "invite", "bench"]))")
+            printError(usage)
+            return 2
+        }
+        return 0
+    } catch let error as UsageError {
+        printError("stele-hub \(command): \(error.message)")
+        printError(usage)
+        return 2
+    } catch let error as HubStorageError {
+        printError("stele-hub \(command): \(error.message)")
+        return 1
+    } catch {
+        printError("stele-hub \(command): \(error)")
+        return 1
+    }
+}
+
+exit(run())

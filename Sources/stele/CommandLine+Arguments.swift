@@ -1,3 +1,4 @@
+import Stele
 import SteleSimulator
 
 /// A usage error: a wrong flag, a missing argument. Printed with the command's

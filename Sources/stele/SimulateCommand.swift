@@ -1,3 +1,4 @@
+import Stele
 import Foundation
 import SteleSimulator
 
