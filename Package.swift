@@ -58,7 +58,7 @@ let package = Package(
         .testTarget(name: "SteleTests", dependencies: ["Stele", "SteleSQL", "TestSupport"]),
         .testTarget(name: "SteleSimulatorTests", dependencies: ["SteleSimulator", "TestSupport"]),
         .testTarget(name: "SteleCLITests", dependencies: ["stele", "SteleBench", "TestSupport"]),
-        .testTarget(name: "SteleHubTests", dependencies: ["SteleHub", "SteleHubServer", "Stele", "SteleSQL", "TestSupport"]),
+        .testTarget(name: "SteleHubTests", dependencies: ["SteleHub", "SteleHubServer", "stele-hub", "Stele", "SteleSQL", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

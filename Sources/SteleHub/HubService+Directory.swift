@@ -33,13 +33,14 @@ extension HubService {
             throw HubRefusal(422, "invalid_change", "the genesis must hold exactly the founder's self-approval, not \(roster.changes.count) changes")
         }
         return try transaction { sql in
+            // An account that exists is a conflict before any invite is spent on it.
+            guard try sql.query("SELECT 1 FROM accounts WHERE id = $1", [.text(roster.account.hex)]).isEmpty else {
+                throw HubRefusal(409, "conflict", "account \(roster.account.hex) already exists on this hub")
+            }
             if !configuration.open {
                 guard let invite else { throw HubRefusal(403, "invite_required", "this hub creates accounts only with an invite code; ask its operator for one (stele-hub invite)") }
                 let spent = try sql.execute("UPDATE invites SET spent_ms = $2 WHERE code_hash = $1 AND spent_ms IS NULL", [.text(Self.digest(invite)), .integer(now())])
                 guard spent == 1 else { throw HubRefusal(403, "invite_required", "the invite code is unknown or already spent; ask the hub's operator for a new one") }
-            }
-            guard try sql.query("SELECT 1 FROM accounts WHERE id = $1", [.text(roster.account.hex)]).isEmpty else {
-                throw HubRefusal(409, "conflict", "account \(roster.account.hex) already exists on this hub")
             }
             try sql.execute("INSERT INTO accounts (id, created_ms, roster_version) VALUES ($1, $2, 1)", [.text(roster.account.hex), .integer(now())])
             try sql.execute("INSERT INTO roster_changes (account, idx, change) VALUES ($1, 0, $2)", [.text(roster.account.hex), .blob(founder.encoded)])

@@ -47,7 +47,7 @@ enum HubBenchCommand {
 
     /// An in-process hub on `storage`, served on a free loopback port, with an
     /// account whose phone sends to its laptop.
-    final class Rig {
+    final class Rig: Sendable {
         let storage: any HubStorage
         let service: HubService
         let server: HubServer
@@ -345,8 +345,7 @@ enum OpenPolls {
             _ = request.withUnsafeBytes { write(socket, $0.baseAddress, $0.count) }
             sockets.append(socket)
         }
-        print("opened \(sockets.count)")
-        fflush(stdout)
+        FileHandle.standardOutput.write(Data("opened \(sockets.count)\n".utf8))
         while true { sleep(60) }
     }
 }

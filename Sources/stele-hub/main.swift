@@ -105,8 +105,8 @@ func serve(_ arguments: ArraySlice<String>) throws {
     let service = HubService(storage: storage, configuration: configuration)
     let server = try HubServer(handler: service, configuration: serverConfiguration)
     let scheme = serverConfiguration.tlsCertificate == nil ? "http" : "https"
-    print("stele-hub listening on \(scheme)://\(host):\(server.port) (\(storage.backend.rawValue))")
-    fflush(stdout)
+    // Written straight to the descriptor: whoever started the hub waits for this line.
+    FileHandle.standardOutput.write(Data("stele-hub listening on \(scheme)://\(host):\(server.port) (\(storage.backend.rawValue))\n".utf8))
 
     // SIGINT and SIGTERM end the wait; in-flight requests finish, parked polls are answered.
     let stopping = DispatchSemaphore(value: 0)

@@ -1,7 +1,7 @@
 /// Suggestions for typos, in scenarios and on the command line.
 public enum Spelling {
     /// Levenshtein distance over characters.
-    static func editDistance(_ a: String, _ b: String) -> Int {
+    public static func editDistance(_ a: String, _ b: String) -> Int {
         let a = Array(a)
         let b = Array(b)
         if a.isEmpty { return b.count }

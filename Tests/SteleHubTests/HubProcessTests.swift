@@ -1,0 +1,204 @@
+import Foundation
+import Stele
+import SteleHub
+import Synchronization
+import Testing
+import TestSupport
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// `stele-hub` as a user runs it: a real process on a real port, spoken to
+/// through the library's hub client, stopped with SIGTERM or killed with SIGKILL.
+@Suite(.serialized) struct HubProcessTests {
+    /// The built `stele-hub` binary, beside the test bundle.
+    static var binary: URL {
+        let beside = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("stele-hub")
+        if FileManager.default.isExecutableFile(atPath: beside.path) { return beside }
+        return URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(".build/debug/stele-hub")
+    }
+
+    /// A running `stele-hub serve`.
+    final class HubProcess {
+        let process = Process()
+        let url: URL
+        let errors: Pipe
+        private let collected = ByteLog()
+
+        init(_ arguments: [String]) throws {
+            process.executableURL = HubProcessTests.binary
+            process.arguments = ["serve", "--listen", "127.0.0.1:0"] + arguments
+            let output = Pipe()
+            errors = Pipe()
+            process.standardOutput = output
+            process.standardError = errors
+            try process.run()
+            let collected = self.collected
+            errors.fileHandleForReading.readabilityHandler = { handle in
+                let data = handle.availableData
+                collected.append(data)
+            }
+            var line = ""
+            let deadline = Date().addingTimeInterval(20)
+            while !line.contains("\n") && Date() < deadline {
+                let data = output.fileHandleForReading.availableData
+                if data.isEmpty { break }
+                line += String(decoding: data, as: UTF8.self)
+            }
+            guard let range = line.range(of: "listening on "), let end = line[range.upperBound...].firstIndex(of: " "),
+                let url = URL(string: String(line[range.upperBound..<end]))
+            else {
+                process.terminate()
+                throw HarnessError("stele-hub did not say where it listens: '\(line)'")
+            }
+            self.url = url
+        }
+
+        /// What it wrote to standard error so far.
+        var log: String { collected.text }
+
+        func signal(_ number: Int32) -> Int32 {
+            kill(process.processIdentifier, number)
+            process.waitUntilExit()
+            return process.terminationStatus
+        }
+
+        deinit { if process.isRunning { _ = signal(SIGKILL) } }
+    }
+
+    static func run(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
+        let process = Process()
+        process.executableURL = binary
+        process.arguments = arguments
+        let output = Pipe()
+        let error = Pipe()
+        process.standardOutput = output
+        process.standardError = error
+        try process.run()
+        let out = output.fileHandleForReading.readDataToEndOfFile()
+        let err = error.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: out, as: UTF8.self), String(decoding: err, as: UTF8.self))
+    }
+
+    /// A founded account through `HubDirectory`, with an invite from `stele-hub invite`.
+    static func found(_ hub: HubProcess, data: String, founder: DeviceIdentity) throws -> (AccountID, HubClient) {
+        let invite = try run(["invite", "--data", data])
+        #expect(invite.status == 0, "\(invite.error)")
+        let account = AccountID.generate()
+        let client = HubClient(hub: hub.url, account: account, identity: founder)
+        try HubDirectory(client: client, invite: invite.output.trimmingCharacters(in: .whitespacesAndNewlines)).found(try Roster.founding(account: account, by: founder))
+        return (account, client)
+    }
+
+    @Test func servesLogsAndStopsCleanlyOnSIGTERM() throws {
+        let data = try TemporaryDirectory("stele-hub")
+        let hub = try HubProcess(["--data", data.path])
+        let founder = Fixtures.identity(1)
+        let (account, client) = try Self.found(hub, data: data.path, founder: founder)
+        let directory = HubDirectory(client: client)
+        #expect(try directory.roster(of: account).members == [founder.deviceID])
+        #expect(hub.signal(SIGTERM) == 0)
+        let log = hub.log
+        #expect(log.contains("method=POST path=/v1/accounts status=201"))
+        #expect(log.contains("method=GET path=/v1/accounts/{a}/roster status=200"))
+        #expect(!log.contains(account.hex))
+        #expect(log.contains("stele-hub stopped"))
+    }
+
+    @Test func theDirectoryAndAnchorStoreWorkThroughTheHub() throws {
+        let data = try TemporaryDirectory("stele-hub")
+        let hub = try HubProcess(["--data", data.path])
+        let founder = Fixtures.identity(1)
+        let laptop = Fixtures.identity(2)
+        let (account, client) = try Self.found(hub, data: data.path, founder: founder)
+        let directory = HubDirectory(client: client)
+        #expect(throws: RosterError.self) { try directory.found(try Roster.founding(account: account, by: founder)) }
+        try directory.append(try RosterChange.approval(of: laptop.deviceID, signingKey: try laptop.signingKey(), by: founder, account: account, index: 1), to: account)
+        #expect(throws: HubClientError.self) {
+            try directory.append(try RosterChange.approval(of: laptop.deviceID, signingKey: try laptop.signingKey(), by: founder, account: account, index: 1), to: account)
+        }
+        let key = AccountKey.generate()
+        try directory.publish(try WrappedAccountKey.wrap(key, epoch: 1, for: laptop.deviceID, by: founder, account: account))
+        let laptopDirectory = HubDirectory(client: HubClient(hub: hub.url, account: account, identity: laptop))
+        let roster = try laptopDirectory.roster(of: account)
+        #expect(roster.members == [founder.deviceID, laptop.deviceID])
+        let keys = try laptopDirectory.wrappedKeys(for: laptop.deviceID, of: account)
+        #expect(try keys.map { try $0.open(with: laptop, roster: roster) } == [key])
+
+        let anchors = HubAnchorStore(client: client)
+        #expect(try anchors.header(of: account) == nil)
+        var generator = SeededGenerator(seed: 3)
+        let anchor = Anchor(header: AnchorHeader(account: account, generation: 4, round: RoundNonce.generate(using: &generator), digest: try Hash32(bytes: [UInt8](repeating: 4, count: 32))), snapshot: [1, 2, 3])
+        try anchors.write(anchor, key: key)
+        #expect(try anchors.header(of: account)?.generation == 4)
+        #expect(try HubAnchorStore(client: HubClient(hub: hub.url, account: account, identity: laptop)).read(account, key: key) == anchor)
+        let lower = Anchor(header: AnchorHeader(account: account, generation: 3, round: anchor.header.round, digest: anchor.header.digest), snapshot: [])
+        #expect(throws: AnchorError.self) { try anchors.write(lower, key: key) }
+        #expect(try anchors.header(of: account)?.generation == 4)
+    }
+
+    @Test func anAcceptedFrameSurvivesKillMinusNine() throws {
+        let data = try TemporaryDirectory("stele-hub")
+        var hub = try HubProcess(["--data", data.path])
+        let founder = Fixtures.identity(1)
+        let (account, client) = try Self.found(hub, data: data.path, founder: founder)
+        for frame: [UInt8] in [[1], [2, 2]] {
+            let sent = try client.send("POST", "\(client.accountPath)/relay/\(founder.deviceID.hex)", body: frame)
+            #expect(sent.status == 202)
+        }
+        #expect(hub.signal(SIGKILL) == SIGKILL)
+        hub = try HubProcess(["--data", data.path])
+        let again = HubClient(hub: hub.url, account: account, identity: founder)
+        let read = try again.send("GET", "\(again.accountPath)/relay?wait=0")
+        #expect(read.status == 200)
+        #expect(try RelayBody(read.body).frames.map(\.1) == [[1], [2, 2]])
+    }
+
+    @Test func aRevocationEndsAPollParkedOverHTTP() throws {
+        let data = try TemporaryDirectory("stele-hub")
+        let hub = try HubProcess(["--data", data.path])
+        let founder = Fixtures.identity(1)
+        let laptop = Fixtures.identity(2)
+        let (account, client) = try Self.found(hub, data: data.path, founder: founder)
+        let directory = HubDirectory(client: client)
+        try directory.append(try RosterChange.approval(of: laptop.deviceID, signingKey: try laptop.signingKey(), by: founder, account: account, index: 1), to: account)
+        let laptopClient = HubClient(hub: hub.url, account: account, identity: laptop, timeoutSeconds: 40)
+        // Opens the session before parking.
+        #expect(try laptopClient.send("GET", "\(laptopClient.accountPath)/relay?wait=0").status == 200)
+        let answer = Mutex<HubClient.Answer?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Thread {
+            let polled = try? laptopClient.send("GET", "\(laptopClient.accountPath)/relay?wait=30")
+            answer.withLock { $0 = polled }
+            done.signal()
+        }.start()
+        usleep(500_000)
+        #expect(answer.withLock { $0 } == nil)
+        try directory.append(try RosterChange.revocation(of: laptop.deviceID, by: founder, account: account, index: 2), to: account)
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        #expect(answer.withLock { $0 }?.status == 403)
+    }
+
+    @Test func usageErrorsExitTwoAndSayWhatToDo() throws {
+        let typo = try Self.run(["serve", "--dta", "x"])
+        #expect(typo.status == 2)
+        #expect(typo.error.contains("unknown option '--dta'; did you mean '--data'?"))
+        let command = try Self.run(["serv"])
+        #expect(command.status == 2)
+        #expect(command.error.contains("did you mean 'serve'?"))
+        #expect(try Self.run(["serve", "--listen", "nowhere"]).status == 2)
+        #expect(try Self.run(["serve", "--tls-cert", "/nonexistent"]).status == 2)
+        #expect(try Self.run([]).status == 2)
+        let both = try Self.run(["invite", "--data", "/tmp/x", "--postgres", "postgresql://nowhere"])
+        #expect(both.status == 2)
+    }
+}
+
+/// Bytes a pipe's reader appends while the test reads them.
+final class ByteLog: Sendable {
+    private let bytes = Mutex<[UInt8]>([])
+    func append(_ data: Data) { bytes.withLock { $0.append(contentsOf: data) } }
+    var text: String { String(decoding: bytes.withLock { $0 }, as: UTF8.self) }
+}
