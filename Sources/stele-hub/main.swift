@@ -95,8 +95,8 @@ func serve(_ arguments: ArraySlice<String>) throws {
     if let certificate = options.values["--tls-cert"], let key = options.values["--tls-key"] {
         guard let certificateBytes = FileManager.default.contents(atPath: certificate) else { throw UsageError(message: "cannot read the TLS certificate \(certificate)") }
         guard let keyBytes = FileManager.default.contents(atPath: key) else { throw UsageError(message: "cannot read the TLS key \(key)") }
-        serverConfiguration.tlsCertificate = [UInt8](certificateBytes)
-        serverConfiguration.tlsKey = [UInt8](keyBytes)
+        serverConfiguration.tlsCertificatePEM = [UInt8](certificateBytes)
+        serverConfiguration.tlsKeyPEM = [UInt8](keyBytes)
     }
     serverConfiguration.log = { line in
         FileHandle.standardError.write(Data((line + "\n").utf8))
@@ -104,7 +104,7 @@ func serve(_ arguments: ArraySlice<String>) throws {
     let storage = try openStorage(options)
     let service = HubService(storage: storage, configuration: configuration)
     let server = try HubServer(handler: service, configuration: serverConfiguration)
-    let scheme = serverConfiguration.tlsCertificate == nil ? "http" : "https"
+    let scheme = serverConfiguration.tlsCertificatePEM == nil ? "http" : "https"
     // Written straight to the descriptor: whoever started the hub waits for this line.
     FileHandle.standardOutput.write(Data("stele-hub listening on \(scheme)://\(host):\(server.port) (\(storage.backend.rawValue))\n".utf8))
 

@@ -20,7 +20,7 @@ enum Backend: String, CaseIterable, CustomStringConvertible, Sendable {
             keep.append(directory)
             return try SQLiteHubStorage(path: directory.file("hub.sqlite"))
         case .postgresql:
-            throw HarnessError("TEMP until the PostgreSQL storage lands")
+            return try PostgresHubStorage(url: try PostgresTestCluster.url())
         }
     }
 }

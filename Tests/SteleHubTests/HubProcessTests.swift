@@ -137,6 +137,7 @@ import TestSupport
         let lower = Anchor(header: AnchorHeader(account: account, generation: 3, round: anchor.header.round, digest: anchor.header.digest), snapshot: [])
         #expect(throws: AnchorError.self) { try anchors.write(lower, key: key) }
         #expect(try anchors.header(of: account)?.generation == 4)
+        #expect(hub.signal(SIGTERM) == 0)
     }
 
     @Test func anAcceptedFrameSurvivesKillMinusNine() throws {
@@ -154,6 +155,7 @@ import TestSupport
         let read = try again.send("GET", "\(again.accountPath)/relay?wait=0")
         #expect(read.status == 200)
         #expect(try RelayBody(read.body).frames.map(\.1) == [[1], [2, 2]])
+        #expect(hub.signal(SIGTERM) == 0)
     }
 
     @Test func aRevocationEndsAPollParkedOverHTTP() throws {
@@ -179,6 +181,7 @@ import TestSupport
         try directory.append(try RosterChange.revocation(of: laptop.deviceID, by: founder, account: account, index: 2), to: account)
         #expect(done.wait(timeout: .now() + 10) == .success)
         #expect(answer.withLock { $0 }?.status == 403)
+        #expect(hub.signal(SIGTERM) == 0)
     }
 
     @Test func usageErrorsExitTwoAndSayWhatToDo() throws {

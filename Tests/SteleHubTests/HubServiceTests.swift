@@ -11,7 +11,7 @@ import TestSupport
 @Suite(.serialized) struct HubServiceTests {
     // MARK: health, routing, limits
 
-    @Test(arguments: [Backend.sqlite]) func healthNamesTheStorage(_ backend: Backend) throws {
+    @Test(arguments: Backend.allCases) func healthNamesTheStorage(_ backend: Backend) throws {
         let hub = try HubHarness(backend)
         let response = hub.call("GET", "/v1/health")
         #expect(response.status == 200)
@@ -19,7 +19,7 @@ import TestSupport
         #expect(response.json["storage"] as? String == backend.rawValue)
     }
 
-    @Test(arguments: [Backend.sqlite]) func unknownPathsWrongMethodsAndTheRecordAPIAnswerAsHubAPISays(_ backend: Backend) throws {
+    @Test(arguments: Backend.allCases) func unknownPathsWrongMethodsAndTheRecordAPIAnswerAsHubAPISays(_ backend: Backend) throws {
         let hub = try HubHarness(backend)
         let account = AccountID.generate().hex
         #expect(hub.call("GET", "/v2/health").status == 404)
@@ -36,7 +36,7 @@ import TestSupport
         #expect(hub.call("PUT", "/v1/accounts/\(account)/kinds/notes", json: ["appendOnly": true]).status == 501)
     }
 
-    @Test(arguments: [Backend.sqlite]) func aBodyOverTheLimitIsTooLarge(_ backend: Backend) throws {
+    @Test(arguments: Backend.allCases) func aBodyOverTheLimitIsTooLarge(_ backend: Backend) throws {
         let hub = try HubHarness(backend) { $0.maximumBodyBytes = 1_000 }
         let response = hub.call("POST", "/v1/accounts", body: [UInt8](repeating: 0x20, count: 1_001))
         #expect(response.status == 413)
@@ -45,7 +45,7 @@ import TestSupport
 
     // MARK: accounts
 
-    @Test(arguments: [Backend.sqlite]) func anAccountNeedsAnUnspentInvite(_ backend: Backend) throws {
+    @Test(arguments: Backend.allCases) func anAccountNeedsAnUnspentInvite(_ backend: Backend) throws {
         let hub = try HubHarness(backend)
         let founder = Fixtures.identity(1)
         let account = AccountID.generate()
@@ -66,13 +66,13 @@ import TestSupport
         #expect(again.status == 409)
     }
 
-    @Test(arguments: [Backend.sqlite]) func anOpenHubFoundsWithoutAnInvite(_ backend: Backend) throws {
+    @Test(arguments: Backend.allCases) func anOpenHubFoundsWithoutAnInvite(_ backend: Backend) throws {
         let hub = try HubHarness(backend) { $0.open = true }
         let genesis = Data(try Roster.founding(account: AccountID.generate(), by: Fixtures.identity(1)).encoded).base64EncodedString()
         #expect(hub.call("POST", "/v1/accounts", json: ["genesis": genesis]).status == 201)
     }
 
-    @Test(arguments: [Backend.sqlite]) func malformedAccountBodiesAreRefusedNamingTheField(_ backend: Backend) throws {
+    @Test(arguments: Backend.allCases) func malformedAccountBodiesAreRefusedNamingTheField(_ backend: Backend) throws {
         let hub = try HubHarness(backend)
         let before = try hub.snapshot()
         let notJSON = hub.call("POST", "/v1/accounts", body: Array("{not json".utf8))
@@ -97,7 +97,7 @@ import TestSupport
 
     // MARK: sessions
 
-    @Test(arguments: [Backend.sqlite]) func aSessionNeedsTheRosterKeysSignatureWithinFiveMinutes(_ backend: Backend) throws {
+    @Test(arguments: Backend.allCases) func aSessionNeedsTheRosterKeysSignatureWithinFiveMinutes(_ backend: Backend) throws {
         let hub = try HubHarness(backend)
         let founder = Fixtures.identity(1)
         let account = try hub.found(founder)
@@ -126,7 +126,7 @@ import TestSupport
         #expect(hub.call("POST", path, json: ["device": founder.deviceID.hex, "time": 1.5, "signature": ""]).status == 400)
     }
 
-    @Test(arguments: [Backend.sqlite]) func tokensAreCheckedOnEveryMemberPath(_ backend: Backend) throws {
+    @Test(arguments: Backend.allCases) func tokensAreCheckedOnEveryMemberPath(_ backend: Backend) throws {
         let hub = try HubHarness(backend)
         let founder = Fixtures.identity(1)
         let account = try hub.found(founder)
@@ -150,7 +150,7 @@ import TestSupport
 
     // MARK: roster
 
-    @Test(arguments: [Backend.sqlite]) func theRosterGrowsOnlyBySignedChangesThatExtendIt(_ backend: Backend) throws {
+    @Test(arguments: Backend.allCases) func theRosterGrowsOnlyBySignedChangesThatExtendIt(_ backend: Backend) throws {
         let hub = try HubHarness(backend)
         let founder = Fixtures.identity(1)
         let joiner = Fixtures.identity(2)
@@ -188,7 +188,7 @@ import TestSupport
         #expect(roster.members == [founder.deviceID, joiner.deviceID])
     }
 
-    @Test(arguments: [Backend.sqlite]) func aRevocationEndsTheDevicesSessionsAndMailbox(_ backend: Backend) throws {
+    @Test(arguments: Backend.allCases) func aRevocationEndsTheDevicesSessionsAndMailbox(_ backend: Backend) throws {
         let hub = try HubHarness(backend)
         let founder = Fixtures.identity(1)
         let laptop = Fixtures.identity(2)
@@ -221,7 +221,7 @@ import TestSupport
 
     // MARK: join requests and keys
 
-    @Test(arguments: [Backend.sqlite]) func joinRequestsAreOpenToAskButReadOnlyByMembers(_ backend: Backend) throws {
+    @Test(arguments: Backend.allCases) func joinRequestsAreOpenToAskButReadOnlyByMembers(_ backend: Backend) throws {
         let hub = try HubHarness(backend) { $0.maximumJoinRequests = 2 }
         let founder = Fixtures.identity(1)
         let account = try hub.found(founder)
@@ -247,7 +247,7 @@ import TestSupport
         #expect((hub.call("GET", path, token: token).json["requests"] as? [[String: Any]])?.count == 1)
     }
 
-    @Test(arguments: [Backend.sqlite]) func wrappedKeysReachOnlyTheirDevice(_ backend: Backend) throws {
+    @Test(arguments: Backend.allCases) func wrappedKeysReachOnlyTheirDevice(_ backend: Backend) throws {
         let hub = try HubHarness(backend)
         let founder = Fixtures.identity(1)
         let laptop = Fixtures.identity(2)
@@ -267,7 +267,7 @@ import TestSupport
 
     // MARK: relay
 
-    @Test(arguments: [Backend.sqlite]) func framesArriveInOrderAndLeaveOnlyWhenAcknowledged(_ backend: Backend) throws {
+    @Test(arguments: Backend.allCases) func framesArriveInOrderAndLeaveOnlyWhenAcknowledged(_ backend: Backend) throws {
         let hub = try HubHarness(backend)
         let founder = Fixtures.identity(1)
         let laptop = Fixtures.identity(2)
@@ -292,7 +292,7 @@ import TestSupport
         #expect(try RelayBody(hub.call("GET", "\(relay)?wait=0", token: token).body).frames.isEmpty)
     }
 
-    @Test(arguments: [Backend.sqlite]) func aParkedPollAnswersWhenAFrameLands(_ backend: Backend) throws {
+    @Test(arguments: Backend.allCases) func aParkedPollAnswersWhenAFrameLands(_ backend: Backend) throws {
         let hub = try HubHarness(backend)
         let founder = Fixtures.identity(1)
         let account = try hub.found(founder)
@@ -308,11 +308,14 @@ import TestSupport
         let woken = WakeCounter()
         _ = hub.service.wakeups.subscribe(parked.key) { woken.add() }
         #expect(hub.call("POST", "\(relay)/\(founder.deviceID.hex)", body: [9], token: token).status == 202)
+        // On SQLite the wake is immediate; on PostgreSQL it comes back through NOTIFY.
+        let deadline = Date().addingTimeInterval(5)
+        while woken.count == 0 && Date() < deadline { usleep(5_000) }
         #expect(woken.count == 1)
         #expect(try RelayBody(#require(parked.poll()).body) == RelayBody(next: 1, frames: [(1, [9])]))
     }
 
-    @Test(arguments: [Backend.sqlite]) func relayRefusalsNameTheirCause(_ backend: Backend) throws {
+    @Test(arguments: Backend.allCases) func relayRefusalsNameTheirCause(_ backend: Backend) throws {
         let hub = try HubHarness(backend) { $0.maximumFrameBytes = 100; $0.maximumMailboxBytes = 250 }
         let founder = Fixtures.identity(1)
         let account = try hub.found(founder)
@@ -340,7 +343,7 @@ import TestSupport
         }
     }
 
-    @Test(arguments: [Backend.sqlite]) func aContactDeliversWithoutASessionButNotToTheRevoked(_ backend: Backend) throws {
+    @Test(arguments: Backend.allCases) func aContactDeliversWithoutASessionButNotToTheRevoked(_ backend: Backend) throws {
         let hub = try HubHarness(backend)
         let founder = Fixtures.identity(1)
         let account = try hub.found(founder)
@@ -378,7 +381,7 @@ import TestSupport
 
     // MARK: anchor
 
-    @Test(arguments: [Backend.sqlite]) func theAnchorsGenerationNeverGoesDownAndAnEqualOneOverwrites(_ backend: Backend) throws {
+    @Test(arguments: Backend.allCases) func theAnchorsGenerationNeverGoesDownAndAnEqualOneOverwrites(_ backend: Backend) throws {
         let hub = try HubHarness(backend)
         let founder = Fixtures.identity(1)
         let account = try hub.found(founder)
@@ -414,7 +417,7 @@ import TestSupport
 
     // MARK: status
 
-    @Test(arguments: [Backend.sqlite]) func statusShowsEachDevicesMailbox(_ backend: Backend) throws {
+    @Test(arguments: Backend.allCases) func statusShowsEachDevicesMailbox(_ backend: Backend) throws {
         let hub = try HubHarness(backend)
         let founder = Fixtures.identity(1)
         let account = try hub.found(founder)

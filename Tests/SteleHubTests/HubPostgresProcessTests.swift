@@ -1,0 +1,92 @@
+import Foundation
+import Stele
+import SteleHub
+import Synchronization
+import Testing
+import TestSupport
+
+/// Two `stele-hub` processes on one PostgreSQL database serve one account
+/// together: a poll on one wakes for a frame posted through the other, and
+/// roster appends raced through both never corrupt the log.
+@Suite(.serialized) struct HubPostgresProcessTests {
+    @Test func aPollOnOneHubWakesForAFramePostedThroughTheOther() throws {
+        let url = try PostgresTestCluster.url()
+        let first = try HubProcessTests.HubProcess(["--postgres", url, "--open"])
+        let second = try HubProcessTests.HubProcess(["--postgres", url, "--open"])
+        let founder = Fixtures.identity(1)
+        let account = AccountID.generate()
+        try HubDirectory(client: HubClient(hub: first.url, account: account, identity: founder)).found(try Roster.founding(account: account, by: founder))
+        let poster = HubClient(hub: first.url, account: account, identity: founder)
+        let poller = HubClient(hub: second.url, account: account, identity: founder, timeoutSeconds: 40)
+        #expect(try poller.send("GET", "\(poller.accountPath)/relay?wait=0").status == 200)
+        let answer = Mutex<HubClient.Answer?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Thread {
+            // Sent outside the lock: the test reads `answer` while the poll is parked.
+            let polled = try? poller.send("GET", "\(poller.accountPath)/relay?wait=30")
+            answer.withLock { $0 = polled }
+            done.signal()
+        }.start()
+        usleep(500_000)
+        #expect(answer.withLock { $0 } == nil, "the poll must park while the mailbox is empty")
+        #expect(try poster.send("POST", "\(poster.accountPath)/relay/\(founder.deviceID.hex)", body: [7, 7]).status == 202)
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        let body = try #require(answer.withLock { $0 })
+        #expect(body.status == 200)
+        #expect(try RelayBody(body.body).frames.map(\.1) == [[7, 7]])
+        #expect(second.log.contains("path=/v1/accounts/{a}/relay status=200"))
+        // Both processes live to here (a process is killed when its handle goes).
+        #expect(first.signal(SIGTERM) == 0)
+        #expect(second.signal(SIGTERM) == 0)
+    }
+
+    @Test func rosterAppendsRacedThroughTwoHubsKeepOneValidLog() throws {
+        let url = try PostgresTestCluster.url()
+        let hubs = [try HubProcessTests.HubProcess(["--postgres", url, "--open"]), try HubProcessTests.HubProcess(["--postgres", url, "--open"])]
+        let founder = Fixtures.identity(1)
+        let account = AccountID.generate()
+        try HubDirectory(client: HubClient(hub: hubs[0].url, account: account, identity: founder)).found(try Roster.founding(account: account, by: founder))
+        let clients = hubs.map { HubClient(hub: $0.url, account: account, identity: founder) }
+        // Each round, both hubs get an approval signed for the same position at the same moment.
+        let outcomes = Mutex<[Int]>([])
+        for round in 0..<12 {
+            let roster = try HubDirectory(client: clients[0]).roster(of: account)
+            let changes = try (0..<2).map { side -> RosterChange in
+                let joiner = Fixtures.identity(UInt64(100 + round * 2 + side))
+                return try RosterChange.approval(of: joiner.deviceID, signingKey: try joiner.signingKey(), by: founder, account: account, index: roster.version)
+            }
+            DispatchQueue.concurrentPerform(iterations: 2) { side in
+                let status = (try? clients[side].send("POST", "\(clients[side].accountPath)/roster", json: ["change": Data(changes[side].encoded).base64EncodedString()]))?.status ?? -1
+                outcomes.withLock { $0.append(status) }
+            }
+        }
+        let statuses = outcomes.withLock { $0 }
+        #expect(statuses.filter { $0 == 200 }.count == 12, "exactly one approval per position lands: \(statuses)")
+        #expect(statuses.filter { $0 == 409 }.count == 12, "the other is a conflict: \(statuses)")
+        for client in clients {
+            let roster = try HubDirectory(client: client).roster(of: account)
+            #expect(roster.version == 13)
+            #expect(roster.members.count == 13)
+        }
+        for hub in hubs { #expect(hub.signal(SIGTERM) == 0) }
+    }
+
+    @Test func concurrentFramesThroughTwoHubsGetDistinctSequenceNumbers() throws {
+        let url = try PostgresTestCluster.url()
+        let hubs = [try HubProcessTests.HubProcess(["--postgres", url, "--open"]), try HubProcessTests.HubProcess(["--postgres", url, "--open"])]
+        let founder = Fixtures.identity(1)
+        let account = AccountID.generate()
+        try HubDirectory(client: HubClient(hub: hubs[0].url, account: account, identity: founder)).found(try Roster.founding(account: account, by: founder))
+        let clients = hubs.map { HubClient(hub: $0.url, account: account, identity: founder) }
+        DispatchQueue.concurrentPerform(iterations: 40) { index in
+            let client = clients[index % 2]
+            _ = try? client.send("POST", "\(client.accountPath)/relay/\(founder.deviceID.hex)", body: [UInt8(index)])
+        }
+        let read = try clients[0].send("GET", "\(clients[0].accountPath)/relay?wait=0")
+        let frames = try RelayBody(read.body).frames
+        #expect(frames.count == 40)
+        #expect(Set(frames.map(\.0)).count == 40)
+        #expect(Set(frames.map(\.1)) == Set((0..<40).map { [UInt8($0)] }))
+        for hub in hubs { #expect(hub.signal(SIGTERM) == 0) }
+    }
+}
