@@ -74,6 +74,10 @@ static inline struct MHD_Daemon *stele_mhd_start(
     const char *tls_key_pem) {
     struct MHD_OptionItem items[16];
     int n = 0;
+    // The logger goes first, or libmicrohttpd warns (through its default logger) that it did not.
+    if (log_sink != NULL) {
+        items[n++] = (struct MHD_OptionItem){ MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)&stele_mhd_log_trampoline, log_sink };
+    }
     items[n++] = (struct MHD_OptionItem){ MHD_OPTION_SOCK_ADDR, 0, (void *)address };
     if (thread_pool_size > 1) {
         items[n++] = (struct MHD_OptionItem){ MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)thread_pool_size, NULL };
@@ -84,9 +88,6 @@ static inline struct MHD_Daemon *stele_mhd_start(
     items[n++] = (struct MHD_OptionItem){ MHD_OPTION_LISTEN_BACKLOG_SIZE, (intptr_t)listen_backlog, NULL };
     items[n++] = (struct MHD_OptionItem){ MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed, completed_cls };
     items[n++] = (struct MHD_OptionItem){ MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)uri_log, uri_log_cls };
-    if (log_sink != NULL) {
-        items[n++] = (struct MHD_OptionItem){ MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)&stele_mhd_log_trampoline, log_sink };
-    }
     if (tls_cert_pem != NULL && tls_key_pem != NULL) {
         items[n++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)tls_cert_pem };
         items[n++] = (struct MHD_OptionItem){ MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)tls_key_pem };
