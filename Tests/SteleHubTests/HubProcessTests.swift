@@ -184,6 +184,27 @@ import TestSupport
         #expect(hub.signal(SIGTERM) == 0)
     }
 
+    @Test func steleLinksNeitherLibpqNorLibmicrohttpdButTheHubDoes() throws {
+        func linked(_ binary: URL) throws -> String {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/ldd")
+            process.arguments = [binary.path]
+            let output = Pipe()
+            process.standardOutput = output
+            try process.run()
+            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            return text
+        }
+        let stele = Self.binary.deletingLastPathComponent().appendingPathComponent("stele")
+        let steleLibraries = try linked(stele)
+        #expect(steleLibraries.contains("libsqlite3"), "ldd must have read \(stele.path)")
+        #expect(!steleLibraries.contains("libpq"))
+        #expect(!steleLibraries.contains("libmicrohttpd"))
+        let hubLibraries = try linked(Self.binary)
+        #expect(hubLibraries.contains("libpq") && hubLibraries.contains("libmicrohttpd"))
+    }
+
     @Test func usageErrorsExitTwoAndSayWhatToDo() throws {
         let typo = try Self.run(["serve", "--dta", "x"])
         #expect(typo.status == 2)
