@@ -59,7 +59,7 @@ extension HubService {
                 SELECT d.device, d.state, d.relay_cursor, d.last_seen_ms,
                     (SELECT CAST(count(*) AS BIGINT) FROM mailbox m WHERE m.account = d.account AND m.device = d.device),
                     (SELECT min(m.created_ms) FROM mailbox m WHERE m.account = d.account AND m.device = d.device),
-                    d.mailbox_bytes
+                    d.mailbox_bytes, d.name
                 FROM devices d WHERE d.account = $1 ORDER BY d.device
                 """, [.text(account.hex)]
             ).map { row in
@@ -67,7 +67,7 @@ extension HubService {
                     "device": row[column: 0].string ?? "", "state": row[column: 1].string ?? "",
                     "cursor": row[column: 2].int64 ?? 0, "lastSeen": row[column: 3].int64.map { $0 as Any } ?? NSNullValue.value,
                     "pendingFrames": row[column: 4].int64 ?? 0, "oldestPendingFrame": row[column: 5].int64.map { $0 as Any } ?? NSNullValue.value,
-                    "pendingBytes": row[column: 6].int64 ?? 0,
+                    "pendingBytes": row[column: 6].int64 ?? 0, "name": row[column: 7].string.map { $0 as Any } ?? NSNullValue.value,
                 ]
             }
             let anchor = try sql.query("SELECT generation FROM anchors WHERE account = $1", [.text(account.hex)]).first?[column: 0].int64

@@ -16,13 +16,16 @@ extension HubService {
         return code
     }
 
-    /// `POST /v1/accounts`: `{"invite", "genesis"}`, the genesis being the
+    /// `POST /v1/accounts`: `{"invite", "genesis", "name"?}`, the genesis being the
     /// founding roster's bytes (``Roster/encoded``: the account id and the
-    /// founder's self-approval).
+    /// founder's self-approval); `name` (an addition to HUB-API) names the
+    /// founding device in status.
     func createAccount(_ request: HubRequest) throws -> HubResponse {
         let body = try HubJSON.object(request.body)
         let genesisBytes = try body.bytes("genesis")
         let invite = try body.optionalString("invite")
+        let name = try body.optionalString("name")
+        try Self.checkName(name)
         let roster: Roster
         do {
             roster = try Roster(decoding: genesisBytes)
@@ -45,8 +48,8 @@ extension HubService {
             try sql.execute("INSERT INTO accounts (id, created_ms, roster_version) VALUES ($1, $2, 1)", [.text(roster.account.hex), .integer(now())])
             try sql.execute("INSERT INTO roster_changes (account, idx, change) VALUES ($1, 0, $2)", [.text(roster.account.hex), .blob(founder.encoded)])
             try sql.execute(
-                "INSERT INTO devices (account, device, signing_key, state) VALUES ($1, $2, $3, 'member')",
-                [.text(roster.account.hex), .text(founder.device.hex), .blob(founder.signingKey)])
+                "INSERT INTO devices (account, device, signing_key, state, name) VALUES ($1, $2, $3, 'member', $4)",
+                [.text(roster.account.hex), .text(founder.device.hex), .blob(founder.signingKey), name.map(SQLValue.text) ?? .null])
             return HubJSON.response(["account": roster.account.hex], status: 201)
         }
     }
@@ -146,8 +149,12 @@ extension HubService {
             try sql.execute("UPDATE accounts SET roster_version = $2 WHERE id = $1", [.text(account.hex), .integer(Int64(index + 1))])
             switch change.action {
             case .join:
+                // The device keeps the name it asked to join under, when it asked.
                 try sql.execute(
-                    "INSERT INTO devices (account, device, signing_key, state) VALUES ($1, $2, $3, 'member')",
+                    """
+                    INSERT INTO devices (account, device, signing_key, state, name)
+                    VALUES ($1, $2, $3, 'member', (SELECT name FROM join_requests WHERE account = $1 AND device = $2))
+                    """,
                     [.text(account.hex), .text(change.device.hex), .blob(change.signingKey)])
                 try sql.execute("DELETE FROM join_requests WHERE account = $1 AND device = $2", [.text(account.hex), .text(change.device.hex)])
             case .revoke:
@@ -172,9 +179,11 @@ extension HubService {
         let publicKeys = try body.bytes("publicKeys")
         let name = try body.string("name")
         guard publicKeys.count <= 1_024 else { throw HubRefusal.badRequest("the field \"publicKeys\" is \(publicKeys.count) bytes; at most 1,024") }
-        guard name.utf8.count <= 200 else { throw HubRefusal.badRequest("the field \"name\" is over 200 bytes") }
+        try Self.checkName(name)
         return try transaction { sql in
             try requireAccount(account, sql)
+            // Requests nobody approved in time make room for new ones.
+            try sql.execute("DELETE FROM join_requests WHERE account = $1 AND created_ms <= $2", [.text(account.hex), .integer(joinRequestsBornBefore(now()))])
             let state = try sql.query("SELECT state FROM devices WHERE account = $1 AND device = $2", [.text(account.hex), .text(device.hex)]).first?[column: 0].string
             if state == "revoked" { throw HubRefusal(403, "revoked", "device \(device.hex) was revoked from this account; join with a new identity") }
             if state == "member" { throw HubRefusal(409, "conflict", "device \(device.hex) is already a member") }
@@ -193,11 +202,17 @@ extension HubService {
         }
     }
 
+    /// A device name from a body: at most 200 bytes.
+    static func checkName(_ name: String?) throws(HubRefusal) {
+        if let name, name.utf8.count > 200 { throw .badRequest("the field \"name\" is over 200 bytes") }
+    }
+
     func listJoinRequests(_ account: AccountID, _ request: HubRequest) throws -> HubResponse {
         try transaction { sql in
             _ = try authenticate(request, account, sql)
             let requests: [[String: Any]] = try sql.query(
-                "SELECT device, public_keys, name, created_ms FROM join_requests WHERE account = $1 ORDER BY created_ms, device", [.text(account.hex)]
+                "SELECT device, public_keys, name, created_ms FROM join_requests WHERE account = $1 AND created_ms > $2 ORDER BY created_ms, device",
+                [.text(account.hex), .integer(joinRequestsBornBefore(now()))]
             ).map { row in
                 ["device": row[column: 0].string ?? "", "publicKeys": Data(row[column: 1].bytes ?? []).base64EncodedString(),
                  "name": row[column: 2].string ?? "", "createdAt": row[column: 3].int64 ?? 0]

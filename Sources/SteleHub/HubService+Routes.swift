@@ -125,14 +125,19 @@ extension HubService {
             throw HubRefusal.unauthorized("this path needs Authorization: Bearer TOKEN; open a session with POST /v1/accounts/{a}/sessions")
         }
         let token = String(header.dropFirst(7))
-        let rows = try sql.query("SELECT account, device, expires_ms FROM sessions WHERE token_hash = $1", [.text(Self.digest(token))])
+        // The session and its device's state in one look: a revocation's commit is seen by the next request.
+        let rows = try sql.query(
+            """
+            SELECT sessions.account, sessions.device, sessions.expires_ms, devices.state FROM sessions
+            LEFT JOIN devices ON devices.account = sessions.account AND devices.device = sessions.device
+            WHERE sessions.token_hash = $1
+            """, [.text(Self.digest(token))])
         guard let row = rows.first, let owner = row[column: 0].string, let device = row[column: 1].string, let expires = row[column: 2].int64 else {
             throw HubRefusal.unauthorized("the token is not one this hub issued, or it was replaced; open a new session")
         }
         guard expires > now() else { throw HubRefusal.unauthorized("the session expired; open a new one") }
         guard owner == account.hex else { throw HubRefusal.forbidden("the token belongs to another account") }
-        let state = try sql.query("SELECT state FROM devices WHERE account = $1 AND device = $2", [.text(owner), .text(device)]).first?[column: 0].string
-        guard state == "member" else { throw HubRefusal.forbidden("the device \(device.prefix(8)) was revoked from this account; its sessions ended") }
+        guard row[column: 3].string == "member" else { throw HubRefusal.forbidden("the device \(device.prefix(8)) was revoked from this account; its sessions ended") }
         return Caller(account: owner, device: device)
     }
 

@@ -21,6 +21,9 @@ public final class HubService: HubHandler {
         public var maximumProofSkewSeconds = 300
         /// Pending join requests kept per account.
         public var maximumJoinRequests = 64
+        /// How long a join request waits for approval before it ages out (not listed,
+        /// not counted against ``maximumJoinRequests``, deleted by ``HubService/sweep()``).
+        public var joinRequestLifetimeSeconds = 7 * 86_400
         /// The longest long poll a client may ask for.
         public var maximumWaitSeconds = 60
         /// What a full mailbox's `Retry-After` says.
@@ -72,6 +75,26 @@ public final class HubService: HubHandler {
         }
     }
 
+    /// Deletes what no request can use any more: expired sessions and aged join
+    /// requests, on every account. `stele-hub serve` runs it every minute; it is
+    /// one short transaction over two indexed ranges.
+    /// - Returns: how many sessions and join requests it deleted.
+    /// - Throws: ``HubStorageError`` when the storage is unavailable (the next sweep tries again).
+    @discardableResult
+    public func sweep() throws -> (sessions: Int, joinRequests: Int) {
+        let time = now()
+        return try transaction { sql in
+            let sessions = try sql.execute("DELETE FROM sessions WHERE expires_ms <= $1", [.integer(time)])
+            let requests = try sql.execute("DELETE FROM join_requests WHERE created_ms <= $1", [.integer(joinRequestsBornBefore(time))])
+            return (sessions, requests)
+        }
+    }
+
+    /// Join requests created at or before this time have aged out.
+    func joinRequestsBornBefore(_ time: Int64) -> Int64 {
+        time - Int64(configuration.joinRequestLifetimeSeconds) * 1000
+    }
+
     /// Runs `body` in one storage transaction.
     @discardableResult
     func transaction<T>(_ body: (any HubSQL) throws -> T) throws -> T {
@@ -86,12 +109,12 @@ public final class HubService: HubHandler {
     /// A random secret as lowercase hex (tokens, invite codes).
     static func secret(bytes count: Int) -> String {
         var generator = SystemRandomNumberGenerator()
-        return (0..<count).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &generator)) }.joined()
+        return Hex.encode((0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) })
     }
 
     /// The hex SHA-256 of a secret: what the hub stores instead of it.
     static func digest(_ secret: String) -> String {
-        Hash32.sha256(of: Array(secret.utf8)).bytes.map { String(format: "%02x", $0) }.joined()
+        Hash32.sha256(of: Array(secret.utf8)).hex
     }
 }
 

@@ -108,6 +108,19 @@ func serve(_ arguments: ArraySlice<String>) throws {
     // Written straight to the descriptor: whoever started the hub waits for this line.
     FileHandle.standardOutput.write(Data("stele-hub listening on \(scheme)://\(host):\(server.port) (\(storage.backend.rawValue))\n".utf8))
 
+    // Housekeeping every minute: expired sessions and aged join requests go. A failure
+    // (the storage down) is logged; the next sweep tries again.
+    let sweeper = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "stele-hub sweep"))
+    sweeper.schedule(deadline: .now() + 60, repeating: 60)
+    sweeper.setEventHandler {
+        do {
+            try service.sweep()
+        } catch {
+            serverConfiguration.log("sweep failed: \(error)")
+        }
+    }
+    sweeper.resume()
+
     // SIGINT and SIGTERM end the wait; in-flight requests finish, parked polls are answered.
     let stopping = DispatchSemaphore(value: 0)
     var sources: [any DispatchSourceSignal] = []
@@ -119,6 +132,7 @@ func serve(_ arguments: ArraySlice<String>) throws {
         sources.append(source)
     }
     stopping.wait()
+    sweeper.cancel()
     server.stop()
     storage.close()
     printError("stele-hub stopped")

@@ -34,7 +34,7 @@ public final class PostgresHubStorage: HubStorage {
     /// - Throws: ``HubStorageError`` `unavailable` when the server cannot be
     ///   reached, `newerSchema` when the database was migrated by a newer build
     ///   (then nothing was changed); ``PostgresError`` when a migration failed.
-    public init(url: String, connections: Int = 4, checkoutTimeoutSeconds: Double = 5) throws {
+    public init(url: String, connections: Int = 4, checkoutTimeoutSeconds: Double = 5, migrations: [HubMigration] = HubSchema.migrations) throws {
         precondition(connections > 0, "a pool needs at least one connection")
         var opened: [PostgresConnection] = []
         for _ in 0..<connections {
@@ -44,7 +44,7 @@ public final class PostgresHubStorage: HubStorage {
                 throw PostgresShared.storageError(error)
             }
         }
-        try PostgresShared.migrate(opened[0])
+        try PostgresShared.migrate(opened[0], migrations)
         shared = PostgresShared(url: url, connections: opened, checkoutTimeoutSeconds: checkoutTimeoutSeconds)
         shared.startNotifier()
     }

@@ -28,6 +28,14 @@ public enum HubSchema {
             "CREATE TABLE mailbox (account TEXT NOT NULL, device TEXT NOT NULL, seq BIGINT NOT NULL, frame {blob} NOT NULL, created_ms BIGINT NOT NULL, PRIMARY KEY (account, device, seq))",
             "CREATE TABLE anchors (account TEXT PRIMARY KEY REFERENCES accounts(id), generation BIGINT NOT NULL, body {blob} NOT NULL, updated_ms BIGINT NOT NULL)",
         ]),
+        // A device's name (the join request's, or the founder's at creation) outlives its
+        // request; the housekeeping sweep (HubService.sweep) finds expired sessions and
+        // aged join requests by index instead of scanning.
+        HubMigration(version: 2, name: "device names, housekeeping indexes", [
+            "ALTER TABLE devices ADD COLUMN name TEXT",
+            "CREATE INDEX sessions_by_expiry ON sessions (expires_ms)",
+            "CREATE INDEX join_requests_by_age ON join_requests (created_ms)",
+        ]),
     ]
 
     /// The newest schema version this build knows.

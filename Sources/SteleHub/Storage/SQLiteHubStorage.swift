@@ -19,6 +19,10 @@ public final class SQLiteHubStorage: HubStorage, @unchecked Sendable {
 
     private let lock = NSLock()
     private var connection: Connection?
+    /// The shared dialect's statements as SQLite reads them, rewritten once per
+    /// text (the service's statements are literals, so this stays small).
+    /// Touched only under `lock`.
+    private var rewritten: [String: String] = [:]
     private let listeners = Mutex<[@Sendable (String) -> Void]>([])
 
     /// Opens (creating if needed) the file and brings its schema up to date.
@@ -68,7 +72,7 @@ public final class SQLiteHubStorage: HubStorage, @unchecked Sendable {
         do {
             guard let connection else { throw HubStorageError(.unavailable, "the hub's storage is closed") }
             do {
-                return try connection.transaction { try body(Statements(connection: connection)) }
+                return try connection.transaction { try body(Statements(connection: connection, storage: self)) }
             } catch let error as SQLiteError {
                 if error.code.primary == .constraint { throw HubStorageError(.conflict, "\(error)") }
                 throw HubStorageError(.unavailable, "the hub's database \(path) failed: \(error)")
@@ -94,14 +98,16 @@ public final class SQLiteHubStorage: HubStorage, @unchecked Sendable {
     /// The statements of one transaction on the connection.
     private struct Statements: HubSQL {
         let connection: Connection
+        /// The storage whose lock this transaction holds (for its rewrite cache).
+        unowned let storage: SQLiteHubStorage
 
         func execute(_ sql: String, _ arguments: [SQLValue]) throws -> Int {
-            try connection.execute(SQLiteHubStorage.numbered(sql), arguments)
+            try connection.execute(storage.sqlite(sql), arguments)
             return connection.changes
         }
 
         func query(_ sql: String, _ arguments: [SQLValue]) throws -> [[SQLValue]] {
-            try connection.query(SQLiteHubStorage.numbered(sql), arguments) { row in
+            try connection.query(storage.sqlite(sql), arguments) { row in
                 (0..<row.columnCount).map { row.value($0) }
             }
         }
@@ -110,21 +116,21 @@ public final class SQLiteHubStorage: HubStorage, @unchecked Sendable {
         func lockAccount(_ account: String) throws {}
     }
 
+    /// `sql` in SQLite's numbering, from the cache. Called under `lock`.
+    private func sqlite(_ sql: String) -> String {
+        if let known = rewritten[sql] { return known }
+        let text = Self.numbered(sql)
+        rewritten[sql] = text
+        return text
+    }
+
     /// `$1` → `?1`: SQLite numbers `$name` parameters in order of appearance,
     /// `?N` by the number written, which is what the shared dialect means.
     static func numbered(_ sql: String) -> String {
-        guard sql.contains("$") else { return sql }
-        var result = ""
-        result.reserveCapacity(sql.utf8.count)
-        var previous: Character = " "
-        for character in sql {
-            if previous == "$", character.isNumber {
-                result.removeLast()
-                result.append("?")
-            }
-            result.append(character)
-            previous = character
+        var bytes = Array(sql.utf8)
+        for index in bytes.indices.dropLast() where bytes[index] == UInt8(ascii: "$") && (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index + 1]) {
+            bytes[index] = UInt8(ascii: "?")
         }
-        return result
+        return String(decoding: bytes, as: UTF8.self)
     }
 }
