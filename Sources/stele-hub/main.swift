@@ -12,6 +12,7 @@ let usage = """
       serve   run the hub: stele-hub serve [--data DIR | --postgres URL] [--listen HOST:PORT] [--open]
                                           [--tls-cert FILE --tls-key FILE] [--threads N]
                                           [--max-body-bytes N] [--max-frame-bytes N] [--max-mailbox-bytes N]
+                                          [--session-seconds N] [--join-request-seconds N]
       invite  print a one-time invite code: stele-hub invite [--data DIR | --postgres URL]
       bench   the hub's figures: stele-hub bench [--json] [--postgres URL]
     """
@@ -72,7 +73,10 @@ func printError(_ message: String) {
 func serve(_ arguments: ArraySlice<String>) throws {
     let options = try Options(
         arguments,
-        options: ["--data", "--postgres", "--listen", "--tls-cert", "--tls-key", "--threads", "--max-body-bytes", "--max-frame-bytes", "--max-mailbox-bytes"],
+        options: [
+            "--data", "--postgres", "--listen", "--tls-cert", "--tls-key", "--threads", "--max-body-bytes", "--max-frame-bytes", "--max-mailbox-bytes",
+            "--session-seconds", "--join-request-seconds",
+        ],
         flags: ["--open"])
     let listen = options.values["--listen"] ?? "127.0.0.1:8420"
     guard let colon = listen.lastIndex(of: ":"), let port = UInt16(listen[listen.index(after: colon)...]), colon != listen.startIndex else {
@@ -87,6 +91,8 @@ func serve(_ arguments: ArraySlice<String>) throws {
     configuration.maximumBodyBytes = try options.integer("--max-body-bytes", default: configuration.maximumBodyBytes)
     configuration.maximumFrameBytes = try options.integer("--max-frame-bytes", default: configuration.maximumFrameBytes)
     configuration.maximumMailboxBytes = try options.integer("--max-mailbox-bytes", default: configuration.maximumMailboxBytes)
+    configuration.sessionLifetimeSeconds = try options.integer("--session-seconds", default: configuration.sessionLifetimeSeconds)
+    configuration.joinRequestLifetimeSeconds = try options.integer("--join-request-seconds", default: configuration.joinRequestLifetimeSeconds)
     var serverConfiguration = HubServer.Configuration()
     serverConfiguration.host = host
     serverConfiguration.port = port
