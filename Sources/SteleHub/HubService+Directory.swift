@@ -95,9 +95,13 @@ extension HubService {
         }
     }
 
-    func readRoster(_ account: AccountID, _ request: HubRequest) throws -> HubResponse {
+    /// `GET /v1/accounts/{a}/roster` (members), and `GET /v1/accounts/{a}/contact-roster`
+    /// (`contact` set; no token, an addition to HUB-API): a contact's device reads the
+    /// signed log it verifies before it seals frames for this account's devices, without
+    /// telling the hub which account it belongs to (SECURITY.md "The hub").
+    func readRoster(_ account: AccountID, _ request: HubRequest, contact: Bool = false) throws -> HubResponse {
         try transaction { sql in
-            _ = try authenticate(request, account, sql)
+            if contact { try requireAccount(account, sql) } else { _ = try authenticate(request, account, sql) }
             let changes = try rosterLog(account, sql).map { Data($0.encoded).base64EncodedString() }
             return HubJSON.response(["changes": changes])
         }

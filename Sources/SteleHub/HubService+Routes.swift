@@ -49,6 +49,7 @@ extension HubService {
         case ("relay", 3): return route("relay", ["GET"])
         case ("relay", 4): return route("relay/{device}", ["POST"])
         case ("contact-relay", 4): return route("contact-relay/{device}", ["POST"])
+        case ("contact-roster", 3): return route("contact-roster", ["GET"])
         case ("anchor", 3): return route("anchor", ["GET", "PUT"])
         case ("status", 3): return route("status", ["GET"])
         // The record API arrives with the mirror issue; until then its paths exist and say so.
@@ -74,6 +75,7 @@ extension HubService {
         case ("/v1/accounts/{a}/sessions", _): return .respond(try openSession(account, request))
         case ("/v1/accounts/{a}/join-requests", "POST"): return .respond(try requestJoin(account, request))
         case ("/v1/accounts/{a}/contact-relay/{device}", _): return .respond(try deliver(account, to: route.argument ?? "", request, from: nil))
+        case ("/v1/accounts/{a}/contact-roster", _): return .respond(try readRoster(account, request, contact: true))
         default: break
         }
         switch (route.template, request.method) {

@@ -355,6 +355,24 @@ import TestSupport
         #expect(hub.call("POST", "/v1/accounts/\(AccountID.generate().hex)/contact-relay/\(founder.deviceID.hex)", body: [1]).status == 404)
     }
 
+    @Test(arguments: Backend.allCases) func aContactReadsTheRosterWithoutASession(_ backend: Backend) throws {
+        let hub = try HubHarness(backend)
+        let founder = Fixtures.identity(1)
+        let laptop = Fixtures.identity(2)
+        let account = try hub.found(founder)
+        let token = try hub.session(founder, account)
+        try hub.approve(laptop, by: founder, account, token: token)
+        let answer = hub.call("GET", "/v1/accounts/\(account.hex)/contact-roster")
+        #expect(answer.status == 200)
+        let changes = try (answer.json["changes"] as? [String] ?? []).map { try RosterChange(decoding: [UInt8](Data(base64Encoded: $0) ?? Data())) }
+        let roster = try Roster(account: account, changes: changes)
+        #expect(roster.members == [founder.deviceID, laptop.deviceID])
+        #expect(answer.body == hub.call("GET", "/v1/accounts/\(account.hex)/roster", token: token).body, "the same log members read")
+        #expect(hub.call("GET", "/v1/accounts/\(AccountID.generate().hex)/contact-roster").status == 404)
+        #expect(hub.call("POST", "/v1/accounts/\(account.hex)/contact-roster", json: [:]).status == 405)
+        #expect(hub.call("GET", "/v1/accounts/\(account.hex)/roster").status == 401, "the members' path still needs a token")
+    }
+
     @Test func framesSurviveReopeningTheFile() throws {
         let directory = try TemporaryDirectory("stele-hub")
         let founder = Fixtures.identity(1)

@@ -216,3 +216,16 @@ extension FleetNode {
         return released + [.log(FleetEvent(kind: .recovered, peer: nil, namespace: nil, message: how))] + noteChange()
     }
 }
+
+extension FleetNode {
+    /// The siblings whose last advertisement differs from this device's own
+    /// digest, or who have not advertised since this node started: while any is
+    /// listed, this device cannot tell that the fleet agrees.
+    public var siblingsOutOfSync: [DeviceID] {
+        guard let mine = try? advertisement() else { return peers }
+        return peers.filter { siblings.heard[$0] != mine }
+    }
+
+    /// When `peer`'s latest advertisement arrived, on the runtime's monotonic clock.
+    public func lastHeard(from peer: DeviceID) -> Int64? { siblings.heardAt[peer] }
+}

@@ -40,6 +40,11 @@ public struct FleetNode {
     package var keepsSealedPlaintexts = false
     private var sealedPlaintexts: [(sealed: [UInt8], plain: [UInt8])] = []
 
+    /// Sealed frames refused because no device on the roster or a contact's
+    /// sealed them: a runtime that sees this grow reads its directory again (a
+    /// device approved since the last read) and hands the frames in once more.
+    public private(set) var framesFromStrangers = 0
+
     /// The monotonic time of the latest input (``handle(_:at:)``): durations are
     /// measured on it, never on the wall clock a user may set back.
     public private(set) var monotonicNow: Int64 = 0
@@ -184,8 +189,8 @@ public struct FleetNode {
             // A device alone triggers its own rounds (DESIGN §6); every device checks
             // the anchor at launch (a restore is a relaunch).
             let alone = peers.isEmpty ? considerRound() : []
-            return held + advertiseToAll() + [.arm(.advertise, afterMilliseconds: configuration.advertiseIntervalMilliseconds)] + alone + checkAnchor()
-                + attemptDeliveries()
+            return held + advertise(to: peers, greeting: true) + [.arm(.advertise, afterMilliseconds: configuration.advertiseIntervalMilliseconds)] + alone
+                + checkAnchor() + attemptDeliveries()
         case .timer(.advertise):
             // An ack that could not be read at start is tried again first.
             let held = acking.unreadable == nil ? [] : resumeHold()
@@ -219,6 +224,7 @@ public struct FleetNode {
                     case .success(let opened): return onContactFrame(opened.frame, from: opened.sender, account: opened.account)
                     case .failure(let contactFailure): failure = contactFailure
                     }
+                    framesFromStrangers += 1
                 }
                 // A revoked device is named: whoever watches can tell it is still talking.
                 if case .revokedSender(let device) = failure { return logOnce(.unknownDevice, peer: device, namespace: nil, failure.description) }
@@ -306,10 +312,16 @@ public struct FleetNode {
             generation: replica.generation)
     }
 
-    func advertiseToAll() -> [FleetOutput] {
+    func advertiseToAll() -> [FleetOutput] { advertise(to: peers) }
+
+    /// This device's advertisement for `recipients`; as a ``Frame/greeting(_:)``
+    /// (each answers with its own) when it starts.
+    func advertise(to recipients: [DeviceID], greeting: Bool = false) -> [FleetOutput] {
+        guard !recipients.isEmpty else { return [] }
         do {
-            let bytes = FrameCodec.encode(.advertisement(try advertisement()))
-            return peers.map { .send(to: $0, bytes: bytes) }
+            let advertisement = try advertisement()
+            let bytes = FrameCodec.encode(greeting ? .greeting(advertisement) : .advertisement(advertisement))
+            return recipients.map { .send(to: $0, bytes: bytes) }
         } catch {
             return [.log(FleetEvent.failed(.rejectedFrame, peer: nil, namespace: nil, "could not build an advertisement: \(error)", error))]
         }
@@ -335,6 +347,9 @@ public struct FleetNode {
         let resumed = leading.onHeard(from: peer) ? [FleetOutput.cancel(.barrierBackoff)] : []
         switch frame {
         case .advertisement(let advertisement): return resumed + onAdvertisement(advertisement, from: peer)
+        case .greeting(let advertisement):
+            // The peer (re)started: it hears where this device stands at once.
+            return resumed + onAdvertisement(advertisement, from: peer) + advertise(to: [peer])
         case .reconcile(let message): return resumed + onReconcile(message, from: peer)
         case .gcPropose(let proposal): return resumed + onProposal(proposal, from: peer)
         case .gcAck(let answer): return resumed + onAck(answer, from: peer)

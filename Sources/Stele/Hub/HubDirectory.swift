@@ -16,22 +16,21 @@ public final class HubDirectory: Directory {
 
     public func roster(of account: AccountID) throws -> Roster {
         try requireOwn(account)
-        let answer = try client.send("GET", "\(client.accountPath)/roster")
-        if answer.status == 404 { throw RosterError.unknownAccount(account) }
-        guard answer.status == 200, let changes = answer.json["changes"] as? [String] else { throw HubClientError(answer, doing: "read the roster") }
-        let decoded = try changes.map { text -> RosterChange in
-            guard let bytes = Data(base64Encoded: text) else { throw HubClientError(.refused, "the hub sent a roster change that is not base64", status: 200) }
-            return try RosterChange(decoding: [UInt8](bytes))
-        }
-        return try Roster(account: account, changes: decoded)
+        return try HubDirectorySource.roster(of: account, from: try client.send("GET", "\(client.accountPath)/roster"))
     }
 
     /// Creates the account on the hub from its founding roster.
     /// - Throws: ``RosterError`` `alreadyMember` when the hub has the account, ``HubClientError`` otherwise.
-    public func found(_ roster: Roster) throws {
+    public func found(_ roster: Roster) throws { try found(roster, name: nil) }
+
+    /// Creates the account on the hub from its founding roster; `name` names the
+    /// founding device in the hub's status.
+    /// - Throws: ``RosterError`` `alreadyMember` when the hub has the account, ``HubClientError`` otherwise.
+    public func found(_ roster: Roster, name: String?) throws {
         try requireOwn(roster.account)
         var body: [String: Any] = ["genesis": Data(roster.encoded).base64EncodedString()]
         if let invite { body["invite"] = invite }
+        if let name { body["name"] = name }
         let answer = try client.send("POST", "/v1/accounts", json: body, authenticated: false)
         if answer.status == 409, let founder = roster.changes.first?.device { throw RosterError.alreadyMember(founder) }
         guard answer.status == 201 else { throw HubClientError(answer, doing: "create account \(roster.account.hex)") }
@@ -55,13 +54,28 @@ public final class HubDirectory: Directory {
         guard device == client.identity.deviceID else {
             throw HubClientError(.refused, "a hub serves each device only the keys wrapped for it; this client is \(client.identity.deviceID.hex.prefix(8)), not \(device.hex.prefix(8))")
         }
-        let answer = try client.send("GET", "\(client.accountPath)/keys")
-        guard answer.status == 200, let keys = answer.json["keys"] as? [[String: Any]] else { throw HubClientError(answer, doing: "read the wrapped keys") }
-        return try keys.map { entry in
-            guard let epoch = (entry["epoch"] as? NSNumber)?.uint32Value, let text = entry["sealed"] as? String, let sealed = Data(base64Encoded: text) else {
-                throw HubClientError(.refused, "the hub sent a wrapped key without an epoch or sealed bytes", status: 200)
-            }
-            return WrappedAccountKey(account: account, epoch: epoch, recipient: device, sealed: [UInt8](sealed))
+        return try HubDirectorySource.keys(of: account, for: device, from: try client.send("GET", "\(client.accountPath)/keys"))
+    }
+
+    /// Asks to join the account (no session: the device is not a member yet),
+    /// leaving its device id, its roster signing key and `name` for a member to approve.
+    /// - Throws: ``HubClientError`` (`403 revoked`: this identity was revoked; `409`: it is a member already).
+    public func requestJoin(name: String) throws {
+        let answer = try client.send(
+            "POST", "\(client.accountPath)/join-requests",
+            json: ["device": client.identity.deviceID.hex, "publicKeys": Data(try client.identity.signingKey()).base64EncodedString(), "name": name],
+            authenticated: false)
+        guard answer.status == 202 else { throw HubClientError(answer, doing: "leave a join request on account \(client.account.hex)") }
+    }
+
+    /// The join requests waiting for approval, oldest first.
+    public func joinRequests() throws -> [JoinRequest] {
+        let answer = try client.send("GET", "\(client.accountPath)/join-requests")
+        guard answer.status == 200, let requests = answer.json["requests"] as? [[String: Any]] else { throw HubClientError(answer, doing: "list the join requests") }
+        return requests.compactMap { entry in
+            guard let device = (entry["device"] as? String).flatMap(DeviceID.init(hex:)), let keys = (entry["publicKeys"] as? String).flatMap({ Data(base64Encoded: $0) })
+            else { return nil }
+            return JoinRequest(device: device, signingKey: [UInt8](keys), name: entry["name"] as? String ?? "", createdAtMilliseconds: (entry["createdAt"] as? NSNumber)?.int64Value ?? 0)
         }
     }
 
@@ -132,4 +146,41 @@ public final class HubAnchorStore: AnchorStore {
         }
         return header
     }
+}
+
+/// A device asking to join an account (HUB-API `join-requests`): what a member
+/// sees before approving it.
+public struct JoinRequest: Sendable, Equatable {
+    public let device: DeviceID
+    /// The Ed25519 key the device will sign roster changes and sessions with.
+    public let signingKey: [UInt8]
+    public let name: String
+    public let createdAtMilliseconds: Int64
+
+    public init(device: DeviceID, signingKey: [UInt8], name: String, createdAtMilliseconds: Int64) {
+        self.device = device
+        self.signingKey = signingKey
+        self.name = name
+        self.createdAtMilliseconds = createdAtMilliseconds
+    }
+
+    /// The fingerprint a person compares on both screens (``DeviceFingerprint``).
+    public var fingerprint: String { DeviceFingerprint.of(device: device, signingKey: signingKey) }
+}
+
+/// A short text both the joining device and the approving one print, so a
+/// person can check that the request a member approves is the device in their
+/// hand and not one a hub or an eavesdropper slipped in: the first 48 bits of
+/// SHA-256 over the device id and its signing key, as three groups of four hex digits.
+public enum DeviceFingerprint {
+    public static func of(device: DeviceID, signingKey: [UInt8]) -> String {
+        let digest = Hash32.sha256(of: Array("stele device fingerprint v1".utf8) + device.bytes + signingKey).bytes
+        let hex = Hex.encode(digest.prefix(6))
+        return stride(from: 0, to: 12, by: 4).map { start in
+            String(hex[hex.index(hex.startIndex, offsetBy: start)..<hex.index(hex.startIndex, offsetBy: start + 4)])
+        }.joined(separator: "-")
+    }
+
+    /// This device's own fingerprint.
+    public static func of(_ identity: DeviceIdentity) throws -> String { of(device: identity.deviceID, signingKey: try identity.signingKey()) }
 }

@@ -44,3 +44,16 @@ extension Replica {
         return try devices.id(at: index)
     }
 }
+
+extension Replica {
+    /// Takes in what other handles (another process's `stele put`, a second
+    /// handle in this app) committed since this one last looked, and says whether
+    /// there was anything: a runtime polls this (SQLite's `data_version`, no lock
+    /// taken when nothing changed) to tell its node about writes it did not make.
+    /// - Throws: `SQLiteError`, or ``ReplicaError`` `corrupt` for a damaged identity row.
+    public func takeInOtherWriters() throws -> Bool {
+        guard followsOtherWriters, try connection.dataVersion() != seenDataVersion else { return false }
+        try catchUpWithOtherWriters()
+        return true
+    }
+}

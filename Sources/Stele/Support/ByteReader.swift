@@ -42,6 +42,11 @@ struct ByteReader {
         return raw.reduce(0) { ($0 << 8) | UInt64($1) }
     }
 
+    mutating func readBigEndianUInt32(_ what: @autoclosure () -> String) throws -> UInt32 {
+        let raw = try readBytes(4, what())
+        return raw.reduce(0) { ($0 << 8) | UInt32($1) }
+    }
+
     mutating func readByte(_ what: @autoclosure () -> String) throws -> UInt8 {
         guard offset < bytes.count else { throw CodecError(.truncated, "\(what()): input ends early") }
         defer { offset += 1 }

@@ -21,6 +21,10 @@ struct ByteWriter {
         for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
     }
 
+    mutating func appendBigEndian32(_ value: UInt32) {
+        for shift in stride(from: 24, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt32(shift))) }
+    }
+
     mutating func append(_ other: some Sequence<UInt8>) { bytes.append(contentsOf: other) }
 
     mutating func append(_ byte: UInt8) { bytes.append(byte) }

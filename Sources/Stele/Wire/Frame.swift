@@ -4,6 +4,11 @@
 public enum Frame: Sendable, Equatable {
     /// Every namespace root, then the fleet generation (001 §7).
     case advertisement(Advertisement)
+    /// An advertisement that asks for the recipient's own back: a device sends it
+    /// when it starts, so it learns at once where each sibling stands instead of
+    /// waiting for their next periodic advertisement. The answer is a plain
+    /// ``advertisement(_:)``, so two devices never greet each other in a loop.
+    case greeting(Advertisement)
     /// One step of a range reconcile of one namespace.
     case reconcile(ReconcileMessage)
     /// The barrier's leader opens a round (001 §4).

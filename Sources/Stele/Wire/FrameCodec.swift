@@ -2,7 +2,8 @@
 ///
 /// Envelope: a format version byte, a frame type byte, a flags byte (bit 0: the
 /// body is deflated, and its inflated length follows as a varint), then the body.
-/// Types 1 and 2 are the advertisement and the reconcile step; 16–18 are the
+/// Types 1 and 2 are the advertisement and the reconcile step; 3 is a greeting
+/// (an advertisement asking for one back, as a device starts); 16–18 are the
 /// barrier's `gc_propose`, `gc_ack` and `gc_commit`: a 16-byte nonce, a 32-byte
 /// digest, (propose, commit) the generation as a varint and (ack, commit) the
 /// ``Knowledge``; 19–21 are the snapshot request, the snapshot and `gc_request`;
@@ -21,6 +22,7 @@ public enum FrameCodec {
     enum FrameType: UInt8 {
         case advertisement = 1
         case reconcile = 2
+        case greeting = 3
         // The convergence barrier (001 §4), and recovery from a sibling (DESIGN §6).
         case gcPropose = 16, gcAck = 17, gcCommit = 18, snapshotRequest = 19, snapshot = 20, gcRequest = 21
         // Between accounts: a conversation's ops or receipts.
@@ -37,6 +39,9 @@ public enum FrameCodec {
         switch frame {
         case .advertisement(let advertisement):
             type = .advertisement
+            encode(advertisement, into: &body)
+        case .greeting(let advertisement):
+            type = .greeting
             encode(advertisement, into: &body)
         case .reconcile(let message):
             type = .reconcile
@@ -115,6 +120,7 @@ public enum FrameCodec {
         let frame: Frame
         switch FrameType(rawValue: rawType) {
         case .advertisement: frame = .advertisement(try decodeAdvertisement(&reader))
+        case .greeting: frame = .greeting(try decodeAdvertisement(&reader))
         case .reconcile: frame = .reconcile(try ReconcileCodec.decode(&reader))
         case .gcPropose: frame = .gcPropose(try decodeProposal(&reader))
         case .gcAck:
