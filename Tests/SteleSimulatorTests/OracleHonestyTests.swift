@@ -42,6 +42,12 @@ import TestSupport
         d1 delete settings gone
         sync
         advance 10m
+        # A second round: its anchor knows d3's clock well past the backup's floor.
+        d1 put settings gone "x2"
+        sync
+        d1 delete settings gone
+        sync
+        advance 10m
         sync
         restore d3 from before%@
         d3 put settings font "serif"

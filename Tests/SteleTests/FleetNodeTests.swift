@@ -27,15 +27,15 @@ import TestSupport
         outputs.filter { if case .send = $0 { return true } else { return false } }.count
     }
 
-    @Test func startAdvertisesToEveryPeerAndArmsThePeriodicTimer() throws {
+    @Test func startGreetsEveryPeerAndArmsThePeriodicTimer() throws {
         var pair = try Self.pair()
         let outputs = pair.node.handle(.start)
         #expect(Self.sends(outputs) == 1)
         #expect(outputs.contains(.arm(.advertise, afterMilliseconds: FleetConfiguration().advertiseIntervalMilliseconds)))
         guard case .send(let to, let bytes) = outputs.first(where: { if case .send = $0 { return true } else { return false } }),
-            case .advertisement(let advertisement) = try FrameCodec.decode(bytes)
+            case .greeting(let advertisement) = try FrameCodec.decode(bytes)
         else {
-            Issue.record("expected an advertisement")
+            Issue.record("expected a greeting")
             return
         }
         #expect(to == pair.b.device)
@@ -61,6 +61,45 @@ import TestSupport
         #expect(Self.sends(outputs) == 0)
         #expect(Self.logs(outputs).map(\.kind) == [.inSync])
         _ = peerNode.handle(.start)
+    }
+
+    @Test func aGreetingIsAnsweredWithAPlainAdvertisementAndAnAdvertisementIsNot() throws {
+        var pair = try Self.pair()
+        var peerNode = FleetNode(unsealed: pair.b, roster: Set(pair.fleet.devices), random: SeededGenerator(seed: 2))
+        try pair.b.causal("notes").apply(try #require(try pair.a.causal("notes").record("k")))
+        let mine = try pair.node.advertisement()
+        // Equal roots: a greeting gets this device's advertisement back, and nothing else.
+        let greeted = pair.node.handle(.frame(from: pair.b.device, bytes: FrameCodec.encode(.greeting(try peerNode.advertisement()))))
+        let answers = greeted.compactMap { output -> Frame? in
+            guard case .send(let to, let bytes) = output, to == pair.b.device else { return nil }
+            return try? FrameCodec.decode(bytes)
+        }
+        #expect(answers == [.advertisement(mine)])
+        // The answer, an advertisement, is not answered in turn: two devices never greet in a loop.
+        let answered = peerNode.handle(.frame(from: pair.a.device, bytes: FrameCodec.encode(.advertisement(mine))))
+        #expect(Self.sends(answered) == 0)
+    }
+
+    @Test func ackingTheLeadersRoundCancelsTheWaitToAskForOne() throws {
+        let fleet = try TestFleet(count: 2, seed: 5)
+        for replica in fleet.replicas { try RandomWorkload.declare(on: replica) }
+        let leaderIndex = fleet.devices[0] < fleet.devices[1] ? 0 : 1
+        let (leader, member) = (fleet[leaderIndex], fleet[1 - leaderIndex])
+        try member.causal("notes").put("k", [1])
+        _ = try member.causal("notes").delete("k")
+        try leader.causal("notes").apply(try #require(try member.causal("notes").record("k")))
+        var node = FleetNode(unsealed: member, roster: Set(fleet.devices), random: SeededGenerator(seed: 1))
+        let leaderNode = FleetNode(unsealed: leader, roster: Set(fleet.devices), random: SeededGenerator(seed: 2))
+        _ = node.handle(.start, at: 0)
+        // In sync and holding a tombstone: the member waits to ask the leader for a round.
+        let heard = node.handle(.frame(from: leader.device, bytes: FrameCodec.encode(.advertisement(try leaderNode.advertisement()))), at: 10)
+        #expect(heard.contains(.arm(.barrierDebounce, afterMilliseconds: FleetConfiguration().barrierDebounceMilliseconds)))
+        // The leader's round comes first: the member acks it and stops waiting (no futile second round).
+        var random = SeededGenerator(seed: 3)
+        let proposal = BarrierProposal(round: RoundNonce.generate(using: &random), digest: try leader.contentDigest(), generation: 1)
+        let acked = node.handle(.frame(from: leader.device, bytes: FrameCodec.encode(.gcPropose(proposal))), at: 20)
+        #expect(acked.contains(.cancel(.barrierDebounce)))
+        #expect(acked.contains { if case .send(_, let bytes) = $0, case .gcAck = try? FrameCodec.decode(bytes) { return true } else { return false } })
     }
 
     /// Bad input: a typed event, logged once, no reply, no state change.

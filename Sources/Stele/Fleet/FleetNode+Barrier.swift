@@ -262,6 +262,9 @@ extension FleetNode {
             acking.onAckRecorded(proposal.round, answering: true)
             let answer = BarrierAnswer(round: proposal.round, digest: digest, knowledge: try replica.knowledge())
             var outputs: [FleetOutput] = [.send(to: peer, bytes: FrameCodec.encode(.gcAck(answer)))]
+            // The leader's round overtakes this device's own wait to ask for one: a
+            // request sent while the round runs would open a futile one after it.
+            if roundDebounce.onOvertaken() { outputs.append(.cancel(.barrierDebounce)) }
             nextEpoch += 1
             if let previous = acking.onHolding(for: proposal.round, epoch: nextEpoch) { outputs.append(.cancel(.barrierHold(epoch: previous.epoch))) }
             // As long as the leader's round: a commit later than that finds the ack

@@ -96,6 +96,10 @@ extension FleetNode {
         return true
     }
 
+    /// A delivery that waited for a sibling's agreement goes when the outbox
+    /// timer fires next (the simulator's `sync` waits for it; a retry it does not).
+    package var hasDeliverySettling: Bool { delivery.isSettling }
+
     // MARK: - Sending
 
     /// Sends what every conversation owes its contact to each of the contact's

@@ -53,6 +53,10 @@ struct DeliveryGate {
         return agreedAt[conversation]
     }
 
+    /// Whether some conversation's wait has seen its agreement and only waits out
+    /// the settling moment: the outbox timer then is work about to happen, not a retry.
+    var isSettling: Bool { waiting.keys.contains { agreedSinceWaitBegan($0) != nil } }
+
     // MARK: - Events
 
     /// Records of `conversation` (`nil`: of every one) left for a sibling at `clock`.

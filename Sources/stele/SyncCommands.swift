@@ -1,0 +1,204 @@
+import Foundation
+import Stele
+import Synchronization
+
+/// `stele sync` and `stele status` (HUB-API.md "stele as a device").
+enum SyncCommands {
+    static let syncUsage = "usage: stele sync STORE [--watch] [--timeout DURATION] [--keys F] [--hub URL]   (DURATION: 30s, 2m, 500ms; default 30s)"
+    static let statusUsage = "usage: stele status STORE [--json] [--keys F] [--hub URL]"
+
+    /// One pass until in sync with every sibling (exit 0), or until the timeout
+    /// (exit 1, saying who is not in sync); with `--watch`, keeps the device
+    /// online until SIGINT or SIGTERM.
+    static func sync(_ arguments: [String]) throws {
+        let parsed = try ParsedArguments(arguments, flags: ["--watch"], options: ["--timeout", "--keys", "--hub"], usage: syncUsage)
+        guard parsed.positionals.count == 1 else {
+            throw UsageError(message: "expected one store path, got \(parsed.positionals.count) arguments", usage: syncUsage)
+        }
+        let timeout = try parsed.options["--timeout"].map { text in
+            guard let value = seconds(of: text), value > 0 else { throw UsageError(message: "--timeout takes a duration like 30s, 2m or 500ms, not '\(text)'", usage: syncUsage) }
+            return value
+        } ?? 30
+        let files = DeviceFiles(store: parsed.positionals[0], keys: parsed.options["--keys"])
+        let replica = try files.replica()
+        let client = try files.client(replica, hub: parsed.options["--hub"])
+        let runtime: FleetRuntime
+        do {
+            runtime = try FleetRuntime(replica: replica, keyStore: files.keys, client: client, configuration: configuration())
+        } catch let error as FleetRuntimeError {
+            throw InputError(message: error.message)
+        }
+        runtime.start()
+        if parsed.has("--watch") {
+            try watch(runtime, files)
+        } else {
+            try once(runtime, files, timeoutSeconds: timeout)
+        }
+    }
+
+    /// The runtime's pacing; `STELE_FAST_PACE=1` (the end-to-end tests) makes every
+    /// timer short, so a story through real processes takes seconds, not minutes.
+    static func configuration() -> FleetRuntime.Configuration {
+        var configuration = FleetRuntime.Configuration()
+        if ProcessInfo.processInfo.environment["STELE_FAST_PACE"] == "1" {
+            configuration.fleet = FleetConfiguration(
+                advertiseIntervalMilliseconds: 1_000, changeDebounceMilliseconds: 50, sessionTimeoutMilliseconds: 5_000, barrierDebounceMilliseconds: 300,
+                barrierRoundMilliseconds: 5_000, barrierBackoffMilliseconds: 1_000, barrierMaximumBackoffMilliseconds: 2_000, deliveryRetryMilliseconds: 1_000,
+                deliverySettleMilliseconds: 200)
+            configuration.pollWaitSeconds = 5
+            configuration.otherWritersCheckMilliseconds = 100
+            configuration.reconnectInitialSeconds = 0.1
+            configuration.reconnectMaximumSeconds = 1
+            configuration.approvalCheckSeconds = 0.3
+        }
+        return configuration
+    }
+
+    private static func once(_ runtime: FleetRuntime, _ files: DeviceFiles, timeoutSeconds: Double) throws {
+        let done = DispatchSemaphore(value: 0)
+        let box = StatusBox(runtime.status)
+        Task.detached {
+            box.set(await runtime.waitUntilInSync(timeoutSeconds: timeoutSeconds))
+            done.signal()
+        }
+        done.wait()
+        let status = box.value
+        runtime.stop()
+        SavedStatus(status).save(to: files.statusPath)
+        if status.inSync {
+            let siblings = max(0, ((try? files.ring())?.roster?.members.count ?? 1) - 1)
+            print("in sync\(siblings == 0 ? " (no other device yet)" : " with \(siblings) device\(siblings == 1 ? "" : "s")") · generation \(status.collection.generation) · \(status.collection.tombstones.values.reduce(0, +)) tombstones")
+            return
+        }
+        if let error = status.error, error.isFatal {
+            printError("stele sync: \(error.message)")
+        } else {
+            printError("stele sync: not in sync after \(format(timeoutSeconds)): \(status)")
+            if !status.siblingsOutOfSync.isEmpty {
+                printError("  not heard agreeing: \(status.siblingsOutOfSync.map(\.hex).joined(separator: ", ")) (are they running stele sync?)")
+            }
+        }
+        throw ExitStatus(code: 1)
+    }
+
+    private static func watch(_ runtime: FleetRuntime, _ files: DeviceFiles) throws {
+        let stopping = DispatchSemaphore(value: 0)
+        var sources: [any DispatchSourceSignal] = []
+        for signalNumber in [SIGINT, SIGTERM] {
+            signal(signalNumber, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
+            source.setEventHandler { stopping.signal() }
+            source.resume()
+            sources.append(source)
+        }
+        let terminal = isatty(STDOUT_FILENO) == 1
+        let fatal = StatusBox(runtime.status)
+        let updates = runtime.statusUpdates()
+        let path = files.statusPath
+        Task.detached {
+            var last = ""
+            var saved = Date.distantPast
+            for await status in updates {
+                let line = status.description
+                if line != last {
+                    // Straight to the descriptor: a watcher of a pipe sees each line as it comes.
+                    FileHandle.standardOutput.write(Data((terminal ? "\r\u{1B}[K\(line)" : "\(line)\n").utf8))
+                    last = line
+                }
+                if Date().timeIntervalSince(saved) > 1 || status.connection == .stopped {
+                    SavedStatus(status).save(to: path)
+                    saved = Date()
+                }
+                if status.connection == .stopped {
+                    fatal.set(status)
+                    stopping.signal()
+                }
+            }
+        }
+        stopping.wait()
+        runtime.stop()
+        SavedStatus(runtime.status).save(to: files.statusPath)
+        if terminal { print("") }
+        if let error = fatal.value.error, error.isFatal {
+            printError("stele sync: \(error.message)")
+            throw ExitStatus(code: 1)
+        }
+        _ = sources
+    }
+
+    private static func format(_ seconds: Double) -> String {
+        seconds < 1 ? "\(Int(seconds * 1000))ms" : seconds == seconds.rounded() ? "\(Int(seconds))s" : String(format: "%.1fs", seconds)
+    }
+
+    // MARK: - status
+
+    /// The device's account, generation, tombstones, state and who blocks
+    /// collection: the store's own facts, the anchor's generation read from the
+    /// hub (a device behind it is behind, or rolled back), and what the last
+    /// `stele sync` saw of its siblings.
+    static func status(_ arguments: [String]) throws {
+        let parsed = try ParsedArguments(arguments, flags: ["--json"], options: ["--keys", "--hub"], usage: statusUsage)
+        guard parsed.positionals.count == 1 else {
+            throw UsageError(message: "expected one store path, got \(parsed.positionals.count) arguments", usage: statusUsage)
+        }
+        let files = DeviceFiles(store: parsed.positionals[0], keys: parsed.options["--keys"])
+        let replica = try files.replica(readOnly: true)
+        let ring = try files.ring()
+        let hub = try? files.hub(parsed.options["--hub"])
+        let tombstones = (try? replica.tombstoneCounts()) ?? [:]
+        let saved = SavedStatus.load(from: files.statusPath)
+        let members = (ring.roster?.members ?? []).subtracting([replica.device]).map(\.hex).sorted()
+        // The anchor's generation, if the hub answers quickly.
+        var anchorGeneration: UInt64?
+        var hubNote: String?
+        if let hub {
+            let client = HubClient(hub: hub, account: replica.account, identity: ring.identity, timeoutSeconds: 3)
+            do {
+                let answer = try client.send("GET", "\(client.accountPath)/anchor")
+                if answer.status == 200 { anchorGeneration = answer.headers["stele-generation"].flatMap(UInt64.init) }
+                if answer.status != 200 && answer.status != 404 { hubNote = "the hub refused: \(answer.status) \(answer.refusal?.code ?? "")" }
+            } catch {
+                hubNote = "hub unreachable: \(error)"
+            }
+        }
+        var state = saved?.state ?? "current"
+        if let anchorGeneration, anchorGeneration > replica.generation, state == "current" { state = "behind" }
+        let total = tombstones.values.reduce(0, +)
+        let blockedBy = total == 0 ? [] : (saved?.blockedBy ?? members)
+        if parsed.has("--json") {
+            var object: [String: Any] = [
+                "account": replica.account.hex, "device": replica.device.hex, "hub": hub?.absoluteString ?? NSNull(), "generation": replica.generation,
+                "tombstones": total, "tombstonesByNamespace": tombstones, "state": state, "blockedBy": blockedBy, "siblings": members,
+                "anchorGeneration": anchorGeneration.map { $0 as Any } ?? NSNull(), "member": ring.roster?.members.contains(replica.device) == true,
+            ]
+            if let saved {
+                object["lastSync"] = ["at": Int64(saved.savedAt.timeIntervalSince1970 * 1000), "inSync": saved.inSync, "siblingsOutOfSync": saved.siblingsOutOfSync, "error": saved.error ?? NSNull()]
+            }
+            if let hubNote { object["hubNote"] = hubNote }
+            let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+            print(String(decoding: data, as: UTF8.self))
+            return
+        }
+        print("account      \(replica.account.hex)")
+        print("device       \(replica.device.hex)")
+        print("hub          \(hub?.absoluteString ?? "none set")\(hubNote.map { " (\($0))" } ?? "")")
+        print("state        \(state)")
+        print("generation   \(replica.generation)\(anchorGeneration.map { " (anchor on the hub: \($0))" } ?? "")")
+        print("tombstones   \(total)\(tombstones.isEmpty ? "" : " (" + tombstones.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ") + ")")")
+        print("siblings     \(members.isEmpty ? "none" : members.map { String($0.prefix(16)) }.joined(separator: ", "))")
+        if !blockedBy.isEmpty { print("blocked by   \(blockedBy.map { String($0.prefix(16)) }.joined(separator: ", ")) (collection waits to hear them agree)") }
+        if let saved {
+            print("last sync    \(ISO8601DateFormatter().string(from: saved.savedAt)): \(saved.inSync ? "in sync" : saved.connection)\(saved.error.map { " · \($0)" } ?? "")")
+        } else {
+            print("last sync    never (run stele sync \(files.store))")
+        }
+    }
+}
+
+/// A status handed from the waiting task to the main thread.
+final class StatusBox: Sendable {
+    private let state: Mutex<FleetRuntimeStatus>
+    init(_ initial: FleetRuntimeStatus) { state = Mutex(initial) }
+    func set(_ status: FleetRuntimeStatus) { state.withLock { $0 = status } }
+    var value: FleetRuntimeStatus { state.withLock { $0 } }
+}
