@@ -58,6 +58,8 @@ let package = Package(
         .testTarget(name: "SteleTests", dependencies: ["Stele", "SteleSQL", "TestSupport"]),
         .testTarget(name: "SteleSimulatorTests", dependencies: ["SteleSimulator", "TestSupport"]),
         .testTarget(name: "SteleCLITests", dependencies: ["stele", "SteleBench", "TestSupport"]),
+        // Real `stele` and `stele-hub` processes on loopback: the devices' story end to end.
+        .testTarget(name: "SteleEndToEndTests", dependencies: ["stele", "stele-hub", "Stele", "SteleSQL", "TestSupport"]),
         .testTarget(name: "SteleHubTests", dependencies: ["SteleHub", "SteleHubServer", "stele-hub", "Stele", "SteleSQL", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]

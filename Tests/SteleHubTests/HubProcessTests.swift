@@ -219,10 +219,3 @@ import TestSupport
         #expect(both.status == 2)
     }
 }
-
-/// Bytes a pipe's reader appends while the test reads them.
-final class ByteLog: Sendable {
-    private let bytes = Mutex<[UInt8]>([])
-    func append(_ data: Data) { bytes.withLock { $0.append(contentsOf: data) } }
-    var text: String { String(decoding: bytes.withLock { $0 }, as: UTF8.self) }
-}

@@ -226,6 +226,10 @@ extension FleetNode {
         return peers.filter { siblings.heard[$0] != mine }
     }
 
+    /// Whether a change waits for its debounce before this device advertises it:
+    /// until then the siblings do not know where it stands.
+    public var advertisementDue: Bool { sync.changeDebounce.isArmed }
+
     /// When `peer`'s latest advertisement arrived, on the runtime's monotonic clock.
     public func lastHeard(from peer: DeviceID) -> Int64? { siblings.heardAt[peer] }
 }

@@ -376,8 +376,8 @@ extension FleetRuntime {
         func currentStatus() -> FleetRuntimeStatus {
             let node = driver.node
             return FleetRuntimeStatus(
-                connection: connection, siblingsOutOfSync: phase == .running ? node.siblingsOutOfSync : [], openSessions: node.openSessions,
-                framesWaiting: transport.framesWaiting, collection: node.collectionStatus, error: error)
+                connection: connection, isMember: phase == .running, siblingsOutOfSync: phase == .running ? node.siblingsOutOfSync : [], openSessions: node.openSessions,
+                framesWaiting: transport.framesWaiting, advertisementDue: node.advertisementDue, collection: node.collectionStatus, error: error)
         }
 
         /// Publishes the status soon (many changes in a moment publish once).

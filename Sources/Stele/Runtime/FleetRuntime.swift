@@ -94,7 +94,7 @@ public final class FleetRuntime: Sendable {
         self.configuration = configuration
         queue = DispatchQueue(label: "stele.runtime.\(replica.device.hex.prefix(8))")
         let initial = FleetRuntimeStatus(
-            connection: .notStarted, siblingsOutOfSync: [], openSessions: 0, framesWaiting: 0,
+            connection: .notStarted, isMember: false, siblingsOutOfSync: [], openSessions: 0, framesWaiting: 0, advertisementDue: false,
             collection: CollectionStatus(state: .current, generation: replica.generation, tombstones: [:], lastCollection: nil, blockedBy: []), error: nil)
         board = StatusBoard(initial)
         let queue = self.queue

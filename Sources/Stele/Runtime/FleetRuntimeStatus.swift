@@ -25,6 +25,9 @@ public struct FleetRuntimeStatus: Sendable, CustomStringConvertible {
     }
 
     public var connection: Connection
+    /// This device is on the account's roster and holds an account key (a device
+    /// that asked to join is not until a member approves it).
+    public var isMember: Bool
     /// The siblings whose last advertisement differs from this device's digest
     /// (or who have not been heard since the runtime started).
     public var siblingsOutOfSync: [DeviceID]
@@ -32,6 +35,8 @@ public struct FleetRuntimeStatus: Sendable, CustomStringConvertible {
     public var openSessions: Int
     /// Frames waiting to go out to the hub.
     public var framesWaiting: Int
+    /// A change waits for its debounce before this device advertises it.
+    public var advertisementDue: Bool
     /// Collection as this device sees it: generation, tombstones, who blocks it, recovery state.
     public var collection: CollectionStatus
     /// The latest trouble, with what to do; `nil` once things work again. When
@@ -39,8 +44,11 @@ public struct FleetRuntimeStatus: Sendable, CustomStringConvertible {
     public var error: FleetRuntimeError?
 
     /// Connected, every sibling agrees with this device's digest, no session is
-    /// open and nothing waits to be sent.
-    public var inSync: Bool { connection == .connected && siblingsOutOfSync.isEmpty && openSessions == 0 && framesWaiting == 0 }
+    /// open, its latest change was advertised and nothing waits to be sent: the
+    /// siblings know where it stands too.
+    public var inSync: Bool {
+        connection == .connected && isMember && siblingsOutOfSync.isEmpty && openSessions == 0 && !advertisementDue && framesWaiting == 0
+    }
 
     /// One line: what a terminal's status line shows.
     public var description: String {
