@@ -12,7 +12,8 @@ import Synchronization
 /// `stele-hub bench [--json] [--quick] [--postgres URL]`: the hub's figures over
 /// loopback, each against a baseline run in the same process (issue 16):
 /// relay throughput against a bare libmicrohttpd handler, relay latency to a
-/// parked poll, and idle long polls held with their memory.
+/// parked poll, idle long polls held with their memory, and two devices'
+/// runtimes syncing through the hub against the in-memory transport (``FleetBench``).
 enum HubBenchCommand {
     static func run(_ arguments: ArraySlice<String>) throws {
         let options = try Options(arguments, options: ["--postgres", "--connections"], flags: ["--json", "--quick"])
@@ -29,6 +30,7 @@ enum HubBenchCommand {
         }
         say("hub.connections ...")
         figures.append(contentsOf: try connections(count: try options.integer("--connections", default: quick ? 1_000 : 10_000)))
+        figures.append(contentsOf: try FleetBench.run(quick: quick, say: say))
         if options.flags.contains("--json") {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]

@@ -202,6 +202,34 @@ import TestSupport
         #expect(try eventually(30) { try laptop.with { try $0.causal("notes").get("big") } == value })
     }
 
+    @Test func aConversationWithAContactAccountOnTheSameHub() throws {
+        let rig = try RuntimeRig()
+        let ana = try rig.found("ana")
+        let anaLaptop = try rig.join("ana-laptop", approvedBy: ana)
+        let bob = try rig.found("bob")
+        for device in [ana, anaLaptop, bob] { try device.start() }
+        defer { for device in [ana, anaLaptop, bob] { device.stop() } }
+        // Conversations declared while the runtimes run: each reads its contact's roster then.
+        try ana.with { _ = try $0.conversation("chat", with: bob.account) }
+        try anaLaptop.with { _ = try $0.conversation("chat", with: bob.account) }
+        try bob.with { _ = try $0.conversation("chat", with: ana.account) }
+        func body(_ device: RuntimeRig.Device, _ contact: AccountID, _ message: String) throws -> String? {
+            try device.with { try $0.conversation("chat", with: contact).message(message) }.map { row in row.isDeleted ? "deleted" : String(decoding: row.body, as: UTF8.self) }
+        }
+        try ana.with { _ = try $0.conversation("chat", with: bob.account).post("m1", body: Array("hello bob".utf8), author: "ana") }
+        #expect(try eventually { try body(bob, ana.account, "m1") == "hello bob" })
+        // Bob's receipt cancels the duty on both of Ana's devices.
+        #expect(try eventually { try ana.with { try $0.conversation("chat", with: bob.account).outboxCount() } == 0 })
+        #expect(try eventually { try anaLaptop.with { try $0.conversation("chat", with: bob.account).outboxCount() } == 0 })
+        try bob.with { _ = try $0.conversation("chat", with: ana.account).post("b1", body: Array("hi ana".utf8), author: "bob") }
+        #expect(try eventually { try body(ana, bob.account, "b1") == "hi ana" })
+        #expect(try eventually { try body(anaLaptop, bob.account, "b1") == "hi ana" })
+        // A recall for everyone reaches every device of Ana's.
+        try bob.with { _ = try $0.conversation("chat", with: ana.account).unsend("b1", scope: .everyone) }
+        #expect(try eventually { try body(ana, bob.account, "b1").map { $0 == "deleted" } ?? true })
+        #expect(try eventually { try body(anaLaptop, bob.account, "b1").map { $0 == "deleted" } ?? true })
+    }
+
     @Test func aSecondRuntimeOnOneStoreIsRefused() throws {
         let rig = try RuntimeRig()
         let phone = try rig.found("phone")

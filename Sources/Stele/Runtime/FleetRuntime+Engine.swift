@@ -289,7 +289,7 @@ extension FleetRuntime {
             }
         }
 
-        // MARK: - Other processes' writes
+        // MARK: - Other processes' writes, and new conversations
 
         private func scheduleOtherWritersCheck() {
             guard configuration.otherWritersCheckMilliseconds > 0 else { return }
@@ -297,6 +297,9 @@ extension FleetRuntime {
                 guard engine.phase == .running else { return }
                 do {
                     if try engine.replica.takeInOtherWriters() { engine.driver.nudge() }
+                    // A conversation declared since the directory was read: read its contact's roster now.
+                    let contacts = Set(try engine.replica.conversations().map(\.contact))
+                    if contacts != Set(engine.driver.contactAccounts) { engine.refreshDirectory(force: true) }
                     if engine.error?.code == .storage { engine.error = nil }
                 } catch {
                     engine.error = FleetRuntimeError(.storage, "cannot read the store's changes: \(error)")
