@@ -16,7 +16,7 @@ enum FleetBench {
         say("hub.fleet.first_sync ...")
         let firstSync = try compare("hub.fleet.first_sync", rows: rows, workload: FleetWorkloads.firstSync)
         say("hub.fleet.idle_requests_per_minute ...")
-        let idle = try idleRequests(windowSeconds: quick ? 20 : 60)
+        let idle = try idleRequests(windowSeconds: quick ? 60 : 180)
         return [deleteBatch, firstSync, idle]
     }
 

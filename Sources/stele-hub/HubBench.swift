@@ -9,28 +9,40 @@ import Synchronization
     import FoundationNetworking
 #endif
 
-/// `stele-hub bench [--json] [--quick] [--postgres URL]`: the hub's figures over
+/// `stele-hub bench [--json] [--quick] [--postgres URL] [--only PREFIX]`: the hub's figures over
 /// loopback, each against a baseline run in the same process (issue 16):
 /// relay throughput against a bare libmicrohttpd handler, relay latency to a
 /// parked poll, idle long polls held with their memory, and two devices'
 /// runtimes syncing through the hub against the in-memory transport (``FleetBench``).
 enum HubBenchCommand {
     static func run(_ arguments: ArraySlice<String>) throws {
-        let options = try Options(arguments, options: ["--postgres", "--connections"], flags: ["--json", "--quick"])
+        let options = try Options(arguments, options: ["--postgres", "--connections", "--only"], flags: ["--json", "--quick"])
         let quick = options.flags.contains("--quick")
+        // `--only PREFIX` runs the figures whose names start with it (hub.relay, hub.fleet, ...).
+        let only = options.values["--only"] ?? ""
+        func wanted(_ name: String) -> Bool { name.hasPrefix(only) || only.hasPrefix(name) }
         var figures: [BenchmarkFigure] = []
         let say: (String) -> Void = { printError($0) }
-        say("hub.relay.frames ...")
-        figures.append(try relayThroughput(frames: quick ? 500 : 5_000))
-        say("hub.relay.latency_p99 ...")
-        figures.append(try relayLatency(samples: quick ? 50 : 300))
-        if let url = options.values["--postgres"] {
-            say("hub.relay.latency_p99.postgresql ...")
-            figures.append(try postgresLatency(url: url, samples: quick ? 50 : 300))
+        if wanted("hub.relay.frames") {
+            say("hub.relay.frames ...")
+            figures.append(try relayThroughput(frames: quick ? 500 : 5_000))
         }
-        say("hub.connections ...")
-        figures.append(contentsOf: try connections(count: try options.integer("--connections", default: quick ? 1_000 : 10_000)))
-        figures.append(contentsOf: try FleetBench.run(quick: quick, say: say))
+        if wanted("hub.relay.latency_p99") {
+            say("hub.relay.latency_p99 ...")
+            figures.append(try relayLatency(samples: quick ? 50 : 300))
+            if let url = options.values["--postgres"] {
+                say("hub.relay.latency_p99.postgresql ...")
+                figures.append(try postgresLatency(url: url, samples: quick ? 50 : 300))
+            }
+        }
+        if wanted("hub.connections") {
+            say("hub.connections ...")
+            figures.append(contentsOf: try connections(count: try options.integer("--connections", default: quick ? 1_000 : 10_000)))
+        }
+        if wanted("hub.fleet") {
+            figures.append(contentsOf: try FleetBench.run(quick: quick, say: say))
+        }
+        guard !figures.isEmpty else { throw UsageError(message: "--only \(only) names no figure; the figures start hub.relay, hub.connections or hub.fleet") }
         if options.flags.contains("--json") {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]

@@ -14,7 +14,7 @@ let usage = """
                                           [--max-body-bytes N] [--max-frame-bytes N] [--max-mailbox-bytes N]
                                           [--session-seconds N] [--join-request-seconds N]
       invite  print a one-time invite code: stele-hub invite [--data DIR | --postgres URL]
-      bench   the hub's figures: stele-hub bench [--json] [--postgres URL]
+      bench   the hub's figures: stele-hub bench [--json] [--quick] [--postgres URL] [--only PREFIX]
     """
 
 /// A usage mistake: printed with the usage, exit status 2.

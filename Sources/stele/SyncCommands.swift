@@ -44,7 +44,7 @@ enum SyncCommands {
             configuration.fleet = FleetConfiguration(
                 advertiseIntervalMilliseconds: 1_000, changeDebounceMilliseconds: 50, sessionTimeoutMilliseconds: 5_000, barrierDebounceMilliseconds: 300,
                 barrierRoundMilliseconds: 5_000, barrierBackoffMilliseconds: 1_000, barrierMaximumBackoffMilliseconds: 2_000, deliveryRetryMilliseconds: 1_000,
-                deliverySettleMilliseconds: 200)
+                deliverySettleMilliseconds: 200, confirmsByRelayDrain: true)
             configuration.pollWaitSeconds = 5
             configuration.otherWritersCheckMilliseconds = 100
             configuration.reconnectInitialSeconds = 0.1

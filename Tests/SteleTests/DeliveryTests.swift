@@ -240,6 +240,59 @@ import TestSupport
         #expect(try world.chat.outboxCount() == 0)
     }
 
+    // MARK: - With a hub: a drain of the relay mailbox, not a moment of hoping
+
+    /// The phone as a hub runtime runs it (``FleetConfiguration/confirmsByRelayDrain``).
+    static func hubWorld() throws -> World {
+        var world = try Self.world()
+        _ = world.phoneNode.handle(.configurationChanged(FleetConfiguration(confirmsByRelayDrain: true)))
+        _ = world.phoneNode.handle(.start)
+        return world
+    }
+
+    @Test func withAHubTheFirstDrainAfterTheAgreementReleasesTheWait() throws {
+        var world = try Self.hubWorld()
+        #expect(Self.deliveries(try Self.laptopPostsAndThePhoneTries(&world)).isEmpty)
+        _ = world.phoneNode.handle(try Self.advertisement(of: world.laptop))
+        #expect(world.phoneNode.hasDeliverySettling, "the runtime is asked to drain")
+        // The settling moment alone releases nothing: only a drain does.
+        let later = world.phoneNode.monotonicNow + 10 * FleetConfiguration().deliverySettleMilliseconds
+        #expect(Self.deliveries(world.phoneNode.handle(.timer(.outbox), at: later)).isEmpty)
+        let drained = world.phoneNode.handle(.relayDrained)
+        #expect(Self.deliveries(drained).map(\.to) == [world.bobPhone.device])
+        #expect(!world.phoneNode.hasDeliverySettling)
+    }
+
+    @Test func withAHubADrainBeforeTheAgreementDoesNotReleaseIt() throws {
+        var world = try Self.hubWorld()
+        #expect(Self.deliveries(try Self.laptopPostsAndThePhoneTries(&world)).isEmpty)
+        // Drained, then nothing agreed: the wait goes on, however long.
+        #expect(Self.deliveries(world.phoneNode.handle(.relayDrained)).isEmpty)
+        #expect(Self.deliveries(world.phoneNode.handle(.timer(.outbox), at: world.phoneNode.monotonicNow + 60_000)).isEmpty)
+        // A drain that came before the agreement proves nothing about frames after it.
+        _ = world.phoneNode.handle(try Self.advertisement(of: world.laptop), at: world.phoneNode.monotonicNow + 1)
+        #expect(Self.deliveries(world.phoneNode.handle(.timer(.outbox), at: world.phoneNode.monotonicNow + 60_000)).isEmpty)
+        #expect(!Self.deliveries(world.phoneNode.handle(.relayDrained)).isEmpty)
+    }
+
+    /// The recall a sibling made reached the hub before the delivery could go: the
+    /// drain hands it in first (as its advertisement), and the wait holds.
+    @Test func withAHubARecallWaitingAtTheHubIsTakenInBeforeTheDelivery() throws {
+        var world = try Self.hubWorld()
+        let tablet = try Fixtures.memoryReplica(account: Self.ana, device: Fixtures.device(13))
+        _ = try tablet.conversation("chat", with: Self.bob)
+        _ = world.phoneNode.handle(.rosterChanged(members: [world.phone.device, world.laptop.device, tablet.device], revoked: []))
+        _ = try Self.laptopPostsAndThePhoneTries(&world)
+        try Self.sync(world.laptop, into: tablet)
+        _ = world.phoneNode.handle(try Self.advertisement(of: world.laptop))
+        try tablet.messages("chat").unsend("m1", scope: .everyone)
+        // The drain brings the tablet's advertisement (its recall) before the proof.
+        _ = world.phoneNode.handle(try Self.advertisement(of: tablet))
+        #expect(Self.deliveries(world.phoneNode.handle(.relayDrained)).isEmpty)
+        try Self.sync(tablet, into: world.phone)
+        #expect(try world.chat.outboxCount() == 0)
+    }
+
     @Test func aRecallOfADeliveredMessageGoesAtOnce() throws {
         var world = try Self.world()
         _ = world.phoneNode.handle(.start)

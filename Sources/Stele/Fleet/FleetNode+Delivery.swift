@@ -78,13 +78,16 @@ extension FleetNode {
     }
 
     /// Whether what waits in `conversation` may go: a sibling agreed after the
-    /// wait began, at least the settling moment ago, and every sibling heard
-    /// from within two advertisement intervals last advertised what this device holds.
+    /// wait began, at least the settling moment ago (with a hub: the relay mailbox
+    /// was drained after the agreement), and every sibling heard from within two
+    /// advertisement intervals last advertised what this device holds.
     func mayRelease(_ conversation: String) -> Bool {
         guard let agreedAt = delivery.agreedSinceWaitBegan(conversation) else { return false }
         let now = monotonicNow
         // Monotonic: a wall clock set back since the agreement changes nothing.
-        let settled = now - agreedAt >= configuration.deliverySettleMilliseconds
+        let settled =
+            configuration.confirmsByRelayDrain
+            ? (delivery.drainedAt.map { $0 >= agreedAt } ?? false) : now - agreedAt >= configuration.deliverySettleMilliseconds
         guard settled, let mine = try? replica.digest(of: conversation) else { return false }
         let lately = 2 * configuration.advertiseIntervalMilliseconds
         for (peer, advertisement) in siblings.heard where peer != replica.device && roster.contains(peer) {
@@ -97,8 +100,10 @@ extension FleetNode {
     }
 
     /// A delivery that waited for a sibling's agreement goes when the outbox
-    /// timer fires next (the simulator's `sync` waits for it; a retry it does not).
-    package var hasDeliverySettling: Bool { delivery.isSettling }
+    /// timer fires next, or (``FleetConfiguration/confirmsByRelayDrain``) at the
+    /// next ``FleetInput/relayDrained``: the simulator's `sync` waits for it, and a
+    /// hub runtime drains its mailbox for it.
+    public var hasDeliverySettling: Bool { delivery.isSettling }
 
     // MARK: - Sending
 

@@ -262,6 +262,9 @@ public struct FleetNode {
         case .configurationChanged(let configuration):
             self.configuration = configuration
             return []
+        case .relayDrained:
+            delivery.onDrained(at: monotonicNow)
+            return attemptDeliveries()
         }
     }
 

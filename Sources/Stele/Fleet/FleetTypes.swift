@@ -30,12 +30,18 @@ public struct FleetConfiguration: Sendable, Equatable {
     /// goes, if every sibling heard from lately still agrees: a sibling that
     /// came back at the same moment may be bringing a delete.
     public var deliverySettleMilliseconds: Int64
+    /// Whether the runtime confirms, by draining this device's relay mailbox, that
+    /// every frame a sibling sent before that moment was handed in
+    /// (``FleetInput/relayDrained``): then a delivery that waited for a sibling's
+    /// agreement goes at the first drain after that agreement, instead of after
+    /// ``deliverySettleMilliseconds`` of hoping (a hub's relay; README "Conversations").
+    public var confirmsByRelayDrain: Bool
 
     public init(
         advertiseIntervalMilliseconds: Int64 = 30_000, changeDebounceMilliseconds: Int64 = 250, sessionTimeoutMilliseconds: Int64 = 20_000,
         collects: Bool = true, barrierDebounceMilliseconds: Int64 = 5_000, barrierRoundMilliseconds: Int64 = 15_000,
         barrierBackoffMilliseconds: Int64 = 600_000, barrierMaximumBackoffMilliseconds: Int64 = 3_600_000, deliveryRetryMilliseconds: Int64 = 20_000,
-        deliverySettleMilliseconds: Int64 = 2_000
+        deliverySettleMilliseconds: Int64 = 2_000, confirmsByRelayDrain: Bool = false
     ) {
         self.advertiseIntervalMilliseconds = advertiseIntervalMilliseconds
         self.changeDebounceMilliseconds = changeDebounceMilliseconds
@@ -47,6 +53,7 @@ public struct FleetConfiguration: Sendable, Equatable {
         self.barrierMaximumBackoffMilliseconds = barrierMaximumBackoffMilliseconds
         self.deliveryRetryMilliseconds = deliveryRetryMilliseconds
         self.deliverySettleMilliseconds = deliverySettleMilliseconds
+        self.confirmsByRelayDrain = confirmsByRelayDrain
     }
 }
 
@@ -80,6 +87,9 @@ public enum FleetInput: Sendable, Equatable {
     case contactsChanged([ContactRoster])
     /// New pacing (``FleetConfiguration``); `collects` may be switched at any time.
     case configurationChanged(FleetConfiguration)
+    /// This device's relay mailbox was found empty: every frame a sibling sent it
+    /// before now has been handed in (``FleetConfiguration/confirmsByRelayDrain``).
+    case relayDrained
 }
 
 /// The result of reading the anchor substrate.

@@ -41,6 +41,8 @@ extension FleetRuntime {
         private var directoryAgain = false
         private var lastDirectoryRead: UInt64 = 0
         private var checkingRevocation = false
+        /// A look at the mailbox for a waiting delivery is under way.
+        private var draining = false
         private var statusDue = false
         private var lock: StoreLock?
 
@@ -173,18 +175,16 @@ extension FleetRuntime {
             guard phase == .running else { return }
             switch result {
             case .success(let answer) where answer.status == 200:
-                let frames: (next: UInt64, frames: [[UInt8]])
                 do {
-                    frames = try Self.relayFrames(answer.body)
+                    try takeRelayAnswer(answer.body)
                 } catch {
                     return retryPoll(FleetRuntimeError(.malformed, "the hub's relay answer did not decode (\(error)); is \(client.hub) a stele-hub?"), after: nil)
                 }
                 pollBackoff.reset()
                 connected()
-                for frame in frames.frames { take(frame) }
-                cursor = max(cursor, frames.next)
                 statusChanged()
                 poll()
+                drainIfADeliveryWaits()
             case .success(let answer) where answer.status == 403:
                 checkRevocation()
                 retryPoll(FleetRuntimeError(.refused, "the hub refused the long poll (403 \(answer.refusal?.code ?? ""))"), after: nil)
@@ -231,17 +231,57 @@ extension FleetRuntime {
             }
         }
 
+        /// Hands in the frames of a relay answer that are past the cursor (the long
+        /// poll and a drain may answer the same frame), and moves the cursor.
+        /// - Returns: how many frames were new.
+        /// - Throws: ``CodecError`` when the body is not HUB-API's (nothing is taken then).
+        @discardableResult
+        private func takeRelayAnswer(_ body: [UInt8]) throws -> Int {
+            let (next, frames) = try Self.relayFrames(body)
+            var taken = 0
+            for (seq, frame) in frames where seq > cursor {
+                take(frame)
+                cursor = seq
+                taken += 1
+            }
+            cursor = max(cursor, next)
+            return taken
+        }
+
         /// HUB-API's relay body: u64 next-seq, then per frame u64 seq, u32 length, bytes.
-        static func relayFrames(_ body: [UInt8]) throws -> (next: UInt64, frames: [[UInt8]]) {
+        static func relayFrames(_ body: [UInt8]) throws -> (next: UInt64, frames: [(seq: UInt64, bytes: [UInt8])]) {
             var reader = ByteReader(body)
             let next = try reader.readBigEndianUInt64("relay next sequence")
-            var frames: [[UInt8]] = []
+            var frames: [(UInt64, [UInt8])] = []
             while !reader.isAtEnd {
-                _ = try reader.readBigEndianUInt64("relay frame sequence")
+                let seq = try reader.readBigEndianUInt64("relay frame sequence")
                 let length = Int(try reader.readBigEndianUInt32("relay frame length"))
-                frames.append(Array(try reader.readBytes(length, "relay frame")))
+                frames.append((seq, Array(try reader.readBytes(length, "relay frame"))))
             }
             return (next, frames)
+        }
+
+        // MARK: - Draining the mailbox for a delivery
+
+        /// A delivery to a contact waits only for proof that no sibling's frame is
+        /// still at the hub (``FleetConfiguration/confirmsByRelayDrain``): ask the
+        /// hub for this device's pending frames without waiting; an empty answer is
+        /// the proof, and the node hears ``FleetInput/relayDrained``.
+        private func drainIfADeliveryWaits() {
+            guard phase == .running, !draining, configuration.fleet.confirmsByRelayDrain, driver.node.hasDeliverySettling else { return }
+            draining = true
+            let me = self.me
+            client.request("GET", "\(client.accountPath)/relay?after=\(cursor)&wait=0") { result in
+                me.async { engine in
+                    engine.draining = false
+                    guard engine.phase == .running, case .success(let answer) = result, answer.status == 200,
+                        let taken = try? engine.takeRelayAnswer(answer.body)
+                    else { return }
+                    // Frames came: they are in now; the next look may find the mailbox empty.
+                    if taken == 0 { engine.driver.handle(.relayDrained) }
+                    engine.statusChanged()
+                }
+            }
         }
 
         // MARK: - The directory
@@ -291,12 +331,15 @@ extension FleetRuntime {
 
         // MARK: - Other processes' writes, and new conversations
 
+        /// Every ``Configuration/otherWritersCheckMilliseconds`` (250 ms when 0):
+        /// other processes' writes, new conversations, a delivery waiting for a drain.
         private func scheduleOtherWritersCheck() {
-            guard configuration.otherWritersCheckMilliseconds > 0 else { return }
-            later(Double(configuration.otherWritersCheckMilliseconds) / 1000) { engine in
+            let period = configuration.otherWritersCheckMilliseconds > 0 ? configuration.otherWritersCheckMilliseconds : 250
+            later(Double(period) / 1000) { engine in
                 guard engine.phase == .running else { return }
+                engine.drainIfADeliveryWaits()
                 do {
-                    if try engine.replica.takeInOtherWriters() { engine.driver.nudge() }
+                    if engine.configuration.otherWritersCheckMilliseconds > 0, try engine.replica.takeInOtherWriters() { engine.driver.nudge() }
                     // A conversation declared since the directory was read: read its contact's roster now.
                     let contacts = Set(try engine.replica.conversations().map(\.contact))
                     if contacts != Set(engine.driver.contactAccounts) { engine.refreshDirectory(force: true) }

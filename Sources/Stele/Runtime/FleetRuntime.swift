@@ -30,12 +30,15 @@ public final class FleetRuntime: Sendable {
         /// periodic advertisement only has to catch a frame given up after its
         /// retries: once a minute (a change still advertises within
         /// ``FleetConfiguration/changeDebounceMilliseconds``).
-        public var fleet = FleetConfiguration(advertiseIntervalMilliseconds: 60_000)
+        /// Deliveries to contacts wait for a drain of the relay mailbox, not a moment
+        /// of settling (``FleetConfiguration/confirmsByRelayDrain``).
+        public var fleet = FleetConfiguration(advertiseIntervalMilliseconds: 60_000, confirmsByRelayDrain: true)
         /// How long a long poll waits at the hub (HUB-API allows up to 60 s).
         public var pollWaitSeconds = 60
         /// How often the directory (roster, keys, contacts' rosters) is read unprompted.
         public var directoryRefreshSeconds = 300.0
-        /// How often the store is checked for other processes' writes (0: never).
+        /// How often the store is checked for other processes' writes (0: never; the
+        /// runtime still looks for new conversations and waiting deliveries every 250 ms).
         public var otherWritersCheckMilliseconds = 250
         /// The first and the longest pause before trying the hub again.
         public var reconnectInitialSeconds = 0.5

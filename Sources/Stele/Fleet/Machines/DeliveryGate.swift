@@ -22,9 +22,15 @@
 /// of it, cannot be waited for without a device that is always reachable (the
 /// hub, later): README "Conversations" states it.
 ///
+/// With a hub (``FleetConfiguration/confirmsByRelayDrain``), "settled" is no
+/// longer a moment of hoping: the runtime drains this device's relay mailbox
+/// after the agreement, so every frame a sibling had sent it by then (a recall
+/// that reached the hub, a greeting of a sibling back from a week offline) is in
+/// before the delivery goes.
+///
 /// ```
 /// open ──a post or edit a sibling may hold is owed──▶ waiting(since: agreements)
-/// waiting ──an agreement after `since`, settled, siblings still equal──▶ open (released)
+/// waiting ──an agreement after `since`, settled (or drained after it), siblings still equal──▶ open (released)
 /// waiting ──nothing owed any more──▶ open
 /// ```
 /// ARCHITECTURE.md has the whole table.
@@ -41,6 +47,8 @@ struct DeliveryGate {
     private var agreedAt: [String: Int64] = [:]
     /// Conversations whose older ops wait for an agreement: the count when the wait began.
     private var waiting: [String: UInt64] = [:]
+    /// When (monotonic) the runtime last found this device's relay mailbox empty.
+    private(set) var drainedAt: Int64?
 
     /// What counts as shared with siblings in `conversation`: ops made after it exist here only.
     func shared(_ conversation: String) -> Int64 {
@@ -75,6 +83,11 @@ struct DeliveryGate {
         agreements[conversation, default: 0] += 1
         agreedAt[conversation] = now
         return waiting[conversation] != nil
+    }
+
+    /// The relay mailbox was found empty at `now`: every frame a sibling sent before is in.
+    mutating func onDrained(at now: Int64) {
+        drainedAt = now
     }
 
     /// What waited in `conversation` went out, or nothing is owed there any more (waiting → open).
