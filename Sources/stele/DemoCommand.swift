@@ -2,13 +2,23 @@ import Foundation
 import SteleSimulator
 
 /// `stele demo`: the narrated story of ``DemoStory``. Exits 1 if the oracle
-/// found a resurrection or a lost write.
+/// found a resurrection or a lost write. `stele demo --hub`: ``HubDemo``, with
+/// real processes.
 enum DemoCommand {
-    static let usage = "usage: stele demo [--seed N]"
+    static let usage = "usage: stele demo [--seed N] | stele demo --hub   (--hub: the same kind of story with a real hub and device processes)"
 
     static func run(_ arguments: [String]) throws {
-        let parsed = try ParsedArguments(arguments, flags: [], options: ["--seed"], usage: usage)
+        let parsed = try ParsedArguments(arguments, flags: ["--hub"], options: ["--seed"], usage: usage)
         guard parsed.positionals.isEmpty else { throw UsageError(message: "demo takes no arguments", usage: usage) }
+        if parsed.has("--hub") {
+            guard parsed.options["--seed"] == nil else { throw UsageError(message: "--seed is for the simulated story; --hub runs real processes", usage: usage) }
+            var demo = try HubDemo(say: { line in
+                print(line)
+                fflush(nil)
+            })
+            guard try demo.tell() else { throw ExitStatus(code: 1) }
+            return
+        }
         var seed: UInt64 = 2_026
         if let text = parsed.options["--seed"] {
             guard let value = UInt64(text) else { throw UsageError(message: "--seed needs a whole number, got \(text)", usage: usage) }

@@ -97,7 +97,7 @@ enum SyncCommands {
         let path = files.statusPath
         Task.detached {
             var last = ""
-            var saved = Date.distantPast
+            var lastSaved = ""
             for await status in updates {
                 let line = status.description
                 if line != last {
@@ -105,9 +105,11 @@ enum SyncCommands {
                     FileHandle.standardOutput.write(Data((terminal ? "\r\u{1B}[K\(line)" : "\(line)\n").utf8))
                     last = line
                 }
-                if Date().timeIntervalSince(saved) > 1 || status.connection == .stopped {
+                // Saved for `stele status` whenever what it says changed (the runtime
+                // publishes at most every 50 ms).
+                if line != lastSaved || status.connection == .stopped {
                     SavedStatus(status).save(to: path)
-                    saved = Date()
+                    lastSaved = line
                 }
                 if status.connection == .stopped {
                     fatal.set(status)
@@ -145,7 +147,7 @@ enum SyncCommands {
         let replica = try files.replica(readOnly: true)
         let ring = try files.ring()
         let hub = try? files.hub(parsed.options["--hub"])
-        let tombstones = (try? replica.tombstoneCounts()) ?? [:]
+        let tombstones = ((try? replica.tombstoneCounts()) ?? [:]).filter { $0.value > 0 }
         let saved = SavedStatus.load(from: files.statusPath)
         let members = (ring.roster?.members ?? []).subtracting([replica.device]).map(\.hex).sorted()
         // The anchor's generation, if the hub answers quickly.

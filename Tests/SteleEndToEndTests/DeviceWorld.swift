@@ -21,11 +21,14 @@ final class DeviceWorld {
     private(set) var hubs: [ChildProcess.Background] = []
     private(set) var ports: [UInt16] = []
     private let storage: [String]
+    private let open: Bool
     static let environment = ["STELE_FAST_PACE": "1"]
 
-    init(_ topology: Topology = .sqlite) throws {
+    /// - Parameter open: whether accounts need no invite (`--open`).
+    init(_ topology: Topology = .sqlite, open: Bool = true) throws {
         files = try TemporaryDirectory("stele-e2e")
         self.topology = topology
+        self.open = open
         switch topology {
         case .sqlite:
             storage = ["--data", files.file("hub")]
@@ -45,9 +48,14 @@ final class DeviceWorld {
     /// Starts (or starts again) hub `index` on its port and storage.
     func startHub(_ index: Int) throws {
         let process = try ChildProcess.Background(
-            "stele-hub", ["serve", "--open", "--listen", "127.0.0.1:\(ports[index])"] + storage, environment: Self.environment)
+            "stele-hub", ["serve", "--listen", "127.0.0.1:\(ports[index])"] + (open ? ["--open"] : []) + storage, environment: Self.environment)
         guard process.waitFor("listening on") else { throw ChildProcessError("stele-hub did not start: \(process.errorText)") }
         if index < hubs.count { hubs[index] = process } else { hubs.append(process) }
+    }
+
+    /// `stele-hub ARGUMENTS` on this world's storage (`invite`).
+    func hubCommand(_ arguments: [String]) throws -> ChildProcess.Run {
+        try ChildProcess.run("stele-hub", arguments + storage, environment: Self.environment)
     }
 
     /// Kills hub `index` with SIGKILL.

@@ -1,0 +1,122 @@
+import Foundation
+import Stele
+import Testing
+import TestSupport
+
+/// `stele init|join|approve|revoke|sync|status` given what users get wrong:
+/// usage mistakes exit 2 with one line and the usage, failed operations exit 1
+/// with one line saying why, and neither leaves a half-made device behind.
+@Suite(.serialized) struct DeviceCommandLineTests {
+    @Test func usageMistakesExitTwoAndSayWhat() throws {
+        let world = try DeviceWorld()
+        let store = world.path("x")
+        let cases: [([String], String)] = [
+            (["init"], "expected one store path"),
+            (["init", store], "--hub URL is required"),
+            (["init", store, "--hub", "not a url"], "is not a hub URL"),
+            (["init", store, "--hub", world.hub(), "--nmae", "x"], "did you mean '--name'"),
+            (["join", store, "--hub", world.hub()], "--account ID is required"),
+            (["join", store, "--hub", world.hub(), "--account", "zz"], "is not an account id"),
+            (["approve", store], "expected a store and the device to approve"),
+            (["revoke"], "expected a store and the device to revoke"),
+            (["sync"], "expected one store path"),
+            (["sync", store, "--timeout", "soon"], "--timeout takes a duration"),
+            (["sync", store, "--wach"], "did you mean '--watch'"),
+            (["status", store, store], "expected one store path"),
+        ]
+        for (arguments, message) in cases {
+            let run = try ChildProcess.run("stele", arguments)
+            #expect(run.status == 2, "\(arguments): \(run)")
+            #expect(run.error.contains(message), "\(arguments): \(run)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: store))
+    }
+
+    @Test func setUpFailuresLeaveNoHalfMadeDevice() throws {
+        let world = try DeviceWorld(open: false)
+        let store = world.path("phone")
+        // An unreachable hub.
+        let unreachable = try world.stele("init", store, "--hub", "http://127.0.0.1:\(try ChildProcess.freePort())")
+        #expect(unreachable.status == 1)
+        #expect(unreachable.error.contains("cannot reach the hub"), "\(unreachable)")
+        // A hub that wants an invite.
+        let uninvited = try world.stele("init", store, "--hub", world.hub())
+        #expect(uninvited.status == 1)
+        #expect(uninvited.error.contains("invite code"), "\(uninvited)")
+        #expect(!FileManager.default.fileExists(atPath: store) && !FileManager.default.fileExists(atPath: store + ".keys"))
+        // With an invite it works; a second init over it is refused and changes nothing.
+        let invite = try world.hubCommand(["invite"]).output.trimmingCharacters(in: .whitespacesAndNewlines)
+        try world.must("init", store, "--hub", world.hub(), "--invite", invite)
+        let before = try Data(contentsOf: URL(fileURLWithPath: store + ".keys"))
+        let again = try world.stele("init", store, "--hub", world.hub(), "--invite", invite)
+        #expect(again.status == 2)
+        #expect(again.error.contains("exists already"), "\(again)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: store + ".keys")) == before)
+        // Joining an account the hub does not have.
+        let lost = try world.stele("join", world.path("laptop"), "--hub", world.hub(), "--account", AccountID.generate().hex)
+        #expect(lost.status == 1, "\(lost)")
+        #expect(!FileManager.default.fileExists(atPath: world.path("laptop")))
+    }
+
+    @Test func aMissingOrForeignKeyRingIsSaidAtOnce() throws {
+        let world = try DeviceWorld()
+        try world.pair()
+        try FileManager.default.moveItem(atPath: world.path("laptop") + ".keys", toPath: world.path("aside.keys"))
+        let missing = try world.stele("sync", world.path("laptop"))
+        #expect(missing.status == 2)
+        #expect(missing.error.contains("no key ring"), "\(missing)")
+        let foreign = try world.stele("sync", world.path("laptop"), "--keys", world.path("phone") + ".keys")
+        #expect(foreign.status == 2)
+        #expect(foreign.error.contains("key ring"), "\(foreign)")
+        let approve = try world.stele("approve", world.path("phone"), "00000000")
+        #expect(approve.status == 1)
+        #expect(approve.error.contains("asked to join"), "\(approve)")
+        let revokeSelf = try world.stele("revoke", world.path("phone"), try world.deviceID("phone"))
+        #expect(revokeSelf.status == 2)
+        #expect(revokeSelf.error.contains("cannot revoke itself"), "\(revokeSelf)")
+    }
+
+    @Test func aSyncWithTheHubDownFailsAfterItsTimeoutSayingWhy() throws {
+        let world = try DeviceWorld()
+        try world.pair()
+        world.killHub(0)
+        let started = Date()
+        let run = try world.stele("sync", world.path("laptop"), "--timeout", "2s")
+        #expect(run.status == 1)
+        #expect(Date().timeIntervalSince(started) < 15)
+        #expect(run.error.contains("not in sync after 2s"), "\(run)")
+        #expect(run.error.contains("did not answer") || run.error.contains("reconnecting"), "\(run)")
+    }
+
+    @Test func aStoreWhoseAccountTheHubDoesNotKnowIsToldSo() throws {
+        let world = try DeviceWorld()
+        try world.pair()
+        let other = try DeviceWorld()
+        let run = try world.stele("sync", world.path("laptop"), "--hub", other.hub(), "--timeout", "10s")
+        #expect(run.status == 1)
+        #expect(run.error.contains("not on the hub") || run.error.contains("not on this hub"), "\(run)")
+    }
+
+    @Test func statusPrintsWhatHubAPIPromises() throws {
+        let world = try DeviceWorld()
+        try world.pair()
+        try world.must("put", world.path("phone"), "notes", "k", "v")
+        try world.must("delete", world.path("phone"), "notes", "k")
+        let status = try world.status("phone")
+        for field in ["account", "device", "hub", "generation", "tombstones", "state", "blockedBy"] {
+            #expect(status[field] != nil, "\(field) missing from \(status)")
+        }
+        #expect(status["tombstones"] as? Int == 1)
+        #expect(status["state"] as? String == "current")
+        #expect(status["blockedBy"] as? [String] == [try world.deviceID("laptop")], "never heard agreeing: it blocks")
+        #expect(status["hub"] as? String == world.hub())
+        let text = try world.must("status", world.path("phone"))
+        #expect(text.output.contains("blocked by"))
+    }
+
+    @Test func theHubDemoTellsItsStoryWithRealProcesses() throws {
+        let run = try ChildProcess.run("stele", ["demo", "--hub"], timeoutSeconds: 120)
+        #expect(run.status == 0, "\(run)")
+        #expect(run.output.contains("did not bring it back"), "\(run)")
+    }
+}
