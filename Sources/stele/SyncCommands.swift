@@ -39,19 +39,7 @@ enum SyncCommands {
     /// The runtime's pacing; `STELE_FAST_PACE=1` (the end-to-end tests) makes every
     /// timer short, so a story through real processes takes seconds, not minutes.
     static func configuration() -> FleetRuntime.Configuration {
-        var configuration = FleetRuntime.Configuration()
-        if ProcessInfo.processInfo.environment["STELE_FAST_PACE"] == "1" {
-            configuration.fleet = FleetConfiguration(
-                advertiseIntervalMilliseconds: 1_000, changeDebounceMilliseconds: 50, sessionTimeoutMilliseconds: 5_000, barrierDebounceMilliseconds: 300,
-                barrierRoundMilliseconds: 5_000, barrierBackoffMilliseconds: 1_000, barrierMaximumBackoffMilliseconds: 2_000, deliveryRetryMilliseconds: 1_000,
-                deliverySettleMilliseconds: 200, confirmsByRelayDrain: true)
-            configuration.pollWaitSeconds = 5
-            configuration.otherWritersCheckMilliseconds = 100
-            configuration.reconnectInitialSeconds = 0.1
-            configuration.reconnectMaximumSeconds = 1
-            configuration.approvalCheckSeconds = 0.3
-        }
-        return configuration
+        ProcessInfo.processInfo.environment["STELE_FAST_PACE"] == "1" ? .quick : FleetRuntime.Configuration()
     }
 
     private static func once(_ runtime: FleetRuntime, _ files: DeviceFiles, timeoutSeconds: Double) throws {

@@ -36,8 +36,8 @@ import TestSupport
         #expect(phone.isRunning, "\(phone.errorText)")
     }
 
-    @Test func aDeviceKilledMidSyncCatchesUpWhenItRestarts() throws {
-        let world = try DeviceWorld()
+    @Test(arguments: Topology.allCases) func aDeviceKilledMidSyncCatchesUpWhenItRestarts(_ topology: Topology) throws {
+        let world = try DeviceWorld(topology)
         try world.pair()
         let phone = try world.background("sync", world.path("phone"), "--watch")
         defer { phone.signal(SIGTERM) }
@@ -57,8 +57,8 @@ import TestSupport
         #expect(values["row-2999"] == "value 2999")
     }
 
-    @Test func theHubKilledAndRestartedWhileDevicesWriteOffline() throws {
-        let world = try DeviceWorld()
+    @Test(arguments: Topology.allCases) func theHubKilledAndRestartedWhileDevicesWriteOffline(_ topology: Topology) throws {
+        let world = try DeviceWorld(topology)
         try world.pair()
         let phone = try world.background("sync", world.path("phone"), "--watch")
         let laptop = try world.background("sync", world.path("laptop"), "--watch")
@@ -68,20 +68,20 @@ import TestSupport
         }
         try world.must("put", world.path("phone"), "notes", "before", "1")
         #expect(try eventually { try world.get("laptop", "before") == "1" })
-        world.killHub(0)
+        for hub in world.ports.indices { world.killHub(hub) }
         try world.must("put", world.path("phone"), "notes", "from-phone", "offline")
         try world.must("put", world.path("laptop"), "notes", "from-laptop", "offline")
         try world.must("delete", world.path("laptop"), "notes", "before")
         usleep(500_000)
         #expect(phone.isRunning && laptop.isRunning, "the devices keep running without their hub")
-        try world.startHub(0)
+        for hub in world.ports.indices { try world.startHub(hub) }
         #expect(try eventually { try world.get("laptop", "from-phone") == "offline" })
         #expect(try eventually { try world.get("phone", "from-laptop") == "offline" })
         #expect(try eventually { try world.get("phone", "before") == nil })
     }
 
-    @Test func aTombstoneIsCollectedAndARestoredCopyDoesNotBringTheRowBack() throws {
-        let world = try DeviceWorld()
+    @Test(arguments: Topology.allCases) func aTombstoneIsCollectedAndARestoredCopyDoesNotBringTheRowBack(_ topology: Topology) throws {
+        let world = try DeviceWorld(topology)
         try world.pair()
         let phone = try world.background("sync", world.path("phone"), "--watch")
         defer { phone.signal(SIGTERM) }
@@ -120,8 +120,8 @@ import TestSupport
         #expect(try world.get("laptop", "secret") == nil)
     }
 
-    @Test func aDeviceRevokedWhileItsWatchRunsStopsSayingSo() throws {
-        let world = try DeviceWorld()
+    @Test(arguments: Topology.allCases) func aDeviceRevokedWhileItsWatchRunsStopsSayingSo(_ topology: Topology) throws {
+        let world = try DeviceWorld(topology)
         try world.pair()
         let laptop = try world.background("sync", world.path("laptop"), "--watch")
         defer { laptop.signal(SIGTERM) }

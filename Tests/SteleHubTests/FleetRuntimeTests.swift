@@ -12,10 +12,7 @@ import TestSupport
 @Suite(.serialized) struct FleetRuntimeTests {
     @Test(arguments: Backend.allCases) func writesAndDeletesGoEachWay(_ backend: Backend) throws {
         let rig = try RuntimeRig(backend)
-        let phone = try rig.found("phone")
-        let laptop = try rig.join("laptop", approvedBy: phone)
-        try phone.start()
-        try laptop.start()
+        let (phone, laptop) = try rig.startedPair()
         defer {
             phone.stop()
             laptop.stop()
@@ -35,10 +32,7 @@ import TestSupport
 
     @Test func writesOfAnotherProcessOnTheSameFileReachTheNode() throws {
         let rig = try RuntimeRig()
-        let phone = try rig.found("phone")
-        let laptop = try rig.join("laptop", approvedBy: phone)
-        try phone.start()
-        try laptop.start()
+        let (phone, laptop) = try rig.startedPair()
         defer {
             phone.stop()
             laptop.stop()
@@ -67,14 +61,13 @@ import TestSupport
 
     @Test func aTombstoneIsCollectedThroughTheRelayWithTheAnchorOnTheHub() throws {
         let rig = try RuntimeRig()
-        let phone = try rig.found("phone")
-        let laptop = try rig.join("laptop", approvedBy: phone)
-        let phoneRuntime = try phone.start()
-        let laptopRuntime = try laptop.start()
+        let (phone, laptop) = try rig.startedPair()
         defer {
             phone.stop()
             laptop.stop()
         }
+        let phoneRuntime = try #require(phone.runtime)
+        let laptopRuntime = try #require(laptop.runtime)
         try phone.with { _ = try $0.causal("notes").put("secret", Array("x".utf8)) }
         #expect(try eventually { try laptop.value("notes", "secret") == "x" })
         try phone.with { _ = try $0.causal("notes").delete("secret") }
@@ -91,14 +84,12 @@ import TestSupport
 
     @Test func aRevokedDeviceStopsAndSaysSo() throws {
         let rig = try RuntimeRig()
-        let phone = try rig.found("phone")
-        let laptop = try rig.join("laptop", approvedBy: phone)
-        try phone.start()
-        let laptopRuntime = try laptop.start()
+        let (phone, laptop) = try rig.startedPair()
         defer {
             phone.stop()
             laptop.stop()
         }
+        let laptopRuntime = try #require(laptop.runtime)
         #expect(try eventually { laptopRuntime.status.inSync })
         guard let ring = try phone.keys.load() else { throw HarnessError("no ring") }
         try phone.keys.save(try Membership.revoke(laptop.identity.deviceID, by: ring, in: phone.directory).ring)
@@ -113,14 +104,12 @@ import TestSupport
 
     @Test func theHubLostAndBackCostsNothing() throws {
         let rig = try RuntimeRig()
-        let phone = try rig.found("phone")
-        let laptop = try rig.join("laptop", approvedBy: phone)
-        let phoneRuntime = try phone.start()
-        try laptop.start()
+        let (phone, laptop) = try rig.startedPair()
         defer {
             phone.stop()
             laptop.stop()
         }
+        let phoneRuntime = try #require(phone.runtime)
         #expect(try eventually { phoneRuntime.status.inSync })
         rig.takeDown()
         try phone.with { _ = try $0.causal("notes").put("offline", Array("edit".utf8)) }
@@ -137,18 +126,16 @@ import TestSupport
     @Test func garbageFromTheHubIsAnErrorThatPassesAndLosesNothing() throws {
         let rig = try RuntimeRig()
         let http = ScriptedHTTP()
-        let phone = try rig.found("phone", http: http)
-        let laptop = try rig.join("laptop", approvedBy: phone)
         // The phone's long polls get garbage for a while.
         http.answer { request in
             request.url.path.hasSuffix("/relay") ? .success(HubAnswer(status: 200, body: [1, 2, 3])) : nil
         }
-        let phoneRuntime = try phone.start()
-        try laptop.start()
+        let (phone, laptop) = try rig.startedPair(phoneHTTP: http)
         defer {
             phone.stop()
             laptop.stop()
         }
+        let phoneRuntime = try #require(phone.runtime)
         try laptop.with { _ = try $0.causal("notes").put("k", Array("v".utf8)) }
         #expect(try eventually { phoneRuntime.status.error?.code == .malformed })
         #expect(phoneRuntime.status.connection != .stopped)
@@ -156,11 +143,40 @@ import TestSupport
         #expect(try eventually(30) { try phone.value("notes", "k") == "v" })
     }
 
+    @Test func serverErrorsAndAForgottenTokenAreRetriedAndLoseNothing() throws {
+        let rig = try RuntimeRig()
+        let http = ScriptedHTTP()
+        // For a while every relay request of the phone's gets a 500, then one 401 (the hub forgot the token).
+        let failures = Mutex(0)
+        http.answer { request in
+            guard request.url.path.contains("/relay") else { return nil }
+            return failures.withLock { count in
+                count += 1
+                switch count {
+                case ..<6: return .success(HubAnswer(status: 500, body: Array(#"{"error":{"code":"internal","message":"boom"}}"#.utf8)))
+                case 6: return .success(HubAnswer(status: 401, body: Array(#"{"error":{"code":"unauthorized","message":"who?"}}"#.utf8)))
+                default: return nil
+                }
+            }
+        }
+        let (phone, laptop) = try rig.startedPair(phoneHTTP: http)
+        defer {
+            phone.stop()
+            laptop.stop()
+        }
+        let phoneRuntime = try #require(phone.runtime)
+        try phone.with { _ = try $0.causal("notes").put("k", Array("v".utf8)) }
+        try laptop.with { _ = try $0.causal("notes").put("j", Array("w".utf8)) }
+        #expect(try eventually { phoneRuntime.status.error?.code == .refused })
+        #expect(try eventually(30) { try laptop.value("notes", "k") == "v" && phone.value("notes", "j") == "w" })
+        #expect(try eventually { phoneRuntime.status.inSync && phoneRuntime.status.error == nil })
+        // The 401 opened a new session rather than failing.
+        #expect(http.count("POST", containing: "/sessions") >= 2)
+    }
+
     @Test func aFullMailboxIsWaitedOutAsTheHubSays() throws {
         let rig = try RuntimeRig()
         let http = ScriptedHTTP()
-        let phone = try rig.found("phone", http: http)
-        let laptop = try rig.join("laptop", approvedBy: phone)
         // The hub says the laptop's mailbox is full, retry after 1 s, for the first two posts.
         let refused = Mutex(0)
         http.answer { request in
@@ -171,8 +187,7 @@ import TestSupport
                 return .success(HubAnswer(status: 429, headers: ["retry-after": "1"], body: Array(#"{"error":{"code":"mailbox_full","message":"full"}}"#.utf8)))
             }
         }
-        try phone.start()
-        try laptop.start()
+        let (phone, laptop) = try rig.startedPair(phoneHTTP: http)
         defer {
             phone.stop()
             laptop.stop()

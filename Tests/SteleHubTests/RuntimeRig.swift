@@ -19,19 +19,7 @@ final class RuntimeRig {
     private var keep: [AnyObject] = []
 
     /// Pacing fast enough for a test: advertisements every second, rounds after 300 ms in sync.
-    static var fast: FleetRuntime.Configuration {
-        var configuration = FleetRuntime.Configuration()
-        configuration.fleet = FleetConfiguration(
-            advertiseIntervalMilliseconds: 1_000, changeDebounceMilliseconds: 50, sessionTimeoutMilliseconds: 5_000, barrierDebounceMilliseconds: 300,
-            barrierRoundMilliseconds: 5_000, barrierBackoffMilliseconds: 1_000, barrierMaximumBackoffMilliseconds: 2_000, deliveryRetryMilliseconds: 1_000,
-            deliverySettleMilliseconds: 200, confirmsByRelayDrain: true)
-        configuration.pollWaitSeconds = 5
-        configuration.otherWritersCheckMilliseconds = 100
-        configuration.reconnectInitialSeconds = 0.1
-        configuration.reconnectMaximumSeconds = 1
-        configuration.approvalCheckSeconds = 0.3
-        return configuration
-    }
+    static var fast: FleetRuntime.Configuration { .quick }
 
     init(_ backend: Backend = .sqlite, configure: (inout HubService.Configuration) -> Void = { _ in }) throws {
         files = try TemporaryDirectory("stele-runtime")
@@ -137,6 +125,15 @@ final class RuntimeRig {
         let request = try approver.directory.joinRequests().first { $0.device == joiner.identity.deviceID }
         guard let request else { throw HarnessError("no join request from \(joiner.name)") }
         try approver.keys.save(try Membership.approve(request.device, signingKey: request.signingKey, by: ring, in: approver.directory))
+    }
+
+    /// A phone that founded an account and a laptop it approved, both running.
+    func startedPair(phoneHTTP: (any HubHTTP)? = nil, _ configuration: FleetRuntime.Configuration = RuntimeRig.fast) throws -> (phone: Device, laptop: Device) {
+        let phone = try found("phone", http: phoneHTTP)
+        let laptop = try join("laptop", approvedBy: phone)
+        try phone.start(configuration)
+        try laptop.start(configuration)
+        return (phone, laptop)
     }
 
     /// A device that joined `account` and was approved by `approver`.

@@ -6,7 +6,6 @@ extension FleetRuntime {
     /// environment, the long poll, the directory reads, the status.
     final class Engine {
         let replica: Replica
-        let identity: DeviceIdentity
         let keyStore: any KeyStore
         let client: HubClient
         let configuration: Configuration
@@ -48,7 +47,6 @@ extension FleetRuntime {
 
         init(replica: Replica, identity: DeviceIdentity, keyStore: any KeyStore, client: HubClient, configuration: Configuration, queue: DispatchQueue) throws {
             self.replica = replica
-            self.identity = identity
             self.keyStore = keyStore
             self.client = client
             self.configuration = configuration
@@ -69,10 +67,11 @@ extension FleetRuntime {
             }
             let directory = self.directory
             transport.contactAccount = { directory.contactDevices[$0] }
-            transport.onTrouble = { [unowned self] trouble in self.onTransport(trouble) }
-            anchors.onForbidden = { [unowned self] in self.checkRevocation() }
-            directory.onForbidden = { [unowned self] in self.checkRevocation() }
-            driver.onEvent = { [unowned self] event in self.publish(nil, event) }
+            // Weak: a request answered after the runtime is gone finds nobody to tell.
+            transport.onTrouble = { [weak self] trouble in self?.onTransport(trouble) }
+            anchors.onForbidden = { [weak self] in self?.checkRevocation() }
+            directory.onForbidden = { [weak self] in self?.checkRevocation() }
+            driver.onEvent = { [weak self] event in self?.publish(nil, event) }
         }
 
         var me: QueueConfined<Engine> { QueueConfined(self, on: queue) }
@@ -132,8 +131,8 @@ extension FleetRuntime {
         /// Reads the directory until the roster has this device on it and a key was wrapped for it.
         private func awaitApproval() {
             guard phase == .awaitingApproval else { return }
-            driver.refreshRoster { [unowned self] result in
-                guard phase == .awaitingApproval else { return }
+            driver.refreshRoster { [weak self] result in
+                guard let self, phase == .awaitingApproval else { return }
                 switch result {
                 case .success where isMember:
                     error = nil
@@ -303,7 +302,8 @@ extension FleetRuntime {
             directoryAgain = false
             lastDirectoryRead = now
             driver.contactAccounts = ((try? replica.conversations()) ?? []).map(\.contact)
-            driver.refreshDirectory { [unowned self] result in
+            driver.refreshDirectory { [weak self] result in
+                guard let self else { return }
                 directoryReading = false
                 guard phase == .running else { return }
                 switch result {

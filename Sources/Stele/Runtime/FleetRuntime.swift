@@ -50,6 +50,24 @@ public final class FleetRuntime: Sendable {
         public var approvalCheckSeconds = 3.0
 
         public init() {}
+
+        /// Every timer short (advertisements each second, rounds after 300 ms in
+        /// sync, long polls of 5 s), so a story through real processes takes
+        /// seconds: for tests and demos (`STELE_FAST_PACE=1` in `stele sync`). An
+        /// app keeps the defaults.
+        public static var quick: Configuration {
+            var configuration = Configuration()
+            configuration.fleet = FleetConfiguration(
+                advertiseIntervalMilliseconds: 1_000, changeDebounceMilliseconds: 50, sessionTimeoutMilliseconds: 5_000, barrierDebounceMilliseconds: 300,
+                barrierRoundMilliseconds: 5_000, barrierBackoffMilliseconds: 1_000, barrierMaximumBackoffMilliseconds: 2_000, deliveryRetryMilliseconds: 1_000,
+                deliverySettleMilliseconds: 200, confirmsByRelayDrain: true)
+            configuration.pollWaitSeconds = 5
+            configuration.otherWritersCheckMilliseconds = 100
+            configuration.reconnectInitialSeconds = 0.1
+            configuration.reconnectMaximumSeconds = 1
+            configuration.approvalCheckSeconds = 0.3
+            return configuration
+        }
     }
 
     public let replicaPath: String
