@@ -111,6 +111,12 @@ public final class Connection {
         sqlite3_close_v2(handle)
     }
 
+    /// How long a statement waits for another connection's lock (another
+    /// process's WAL recovery, its write) before it fails with `SQLITE_BUSY`.
+    public func setBusyTimeout(milliseconds: Int32) {
+        sqlite3_busy_timeout(handle, milliseconds)
+    }
+
     /// Applies journal mode, synchronous level and busy timeout.
     /// - Throws: ``SQLiteError`` if a pragma fails (for example on a file that is not a database).
     public func configure(_ configuration: Configuration) throws {

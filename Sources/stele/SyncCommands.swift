@@ -4,14 +4,14 @@ import Synchronization
 
 /// `stele sync` and `stele status` (HUB-API.md "stele as a device").
 enum SyncCommands {
-    static let syncUsage = "usage: stele sync STORE [--watch] [--timeout DURATION] [--keys F] [--hub URL]   (DURATION: 30s, 2m, 500ms; default 30s)"
+    static let syncUsage = "usage: stele sync STORE [--watch] [--timeout DURATION] [--trace] [--keys F] [--hub URL]   (DURATION: 30s, 2m, 500ms; default 30s; --trace: every node event on standard error)"
     static let statusUsage = "usage: stele status STORE [--json] [--keys F] [--hub URL]"
 
     /// One pass until in sync with every sibling (exit 0), or until the timeout
     /// (exit 1, saying who is not in sync); with `--watch`, keeps the device
     /// online until SIGINT or SIGTERM.
     static func sync(_ arguments: [String]) throws {
-        let parsed = try ParsedArguments(arguments, flags: ["--watch"], options: ["--timeout", "--keys", "--hub"], usage: syncUsage)
+        let parsed = try ParsedArguments(arguments, flags: ["--watch", "--trace"], options: ["--timeout", "--keys", "--hub"], usage: syncUsage)
         guard parsed.positionals.count == 1 else {
             throw UsageError(message: "expected one store path, got \(parsed.positionals.count) arguments", usage: syncUsage)
         }
@@ -27,6 +27,16 @@ enum SyncCommands {
             runtime = try FleetRuntime(replica: replica, keyStore: files.keys, client: client, configuration: configuration())
         } catch let error as FleetRuntimeError {
             throw InputError(message: error.message)
+        }
+        if parsed.has("--trace") {
+            let events = runtime.events()
+            let started = DispatchTime.now().uptimeNanoseconds
+            Task.detached {
+                for await event in events {
+                    let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
+                    FileHandle.standardError.write(Data(String(format: "%9.3f s  %@\n", seconds, event.description).utf8))
+                }
+            }
         }
         runtime.start()
         if parsed.has("--watch") {

@@ -21,6 +21,26 @@ import TestSupport
         #expect(try reopened.connection.scalarText("PRAGMA journal_mode") == "wal")
     }
 
+    /// Another process holds the file's lock for a moment (its WAL recovery as it
+    /// opens, a commit): a reader opening the store waits for it instead of failing.
+    @Test(arguments: [true, false]) func openingWaitsOutAnotherConnectionsLock(readOnly: Bool) throws {
+        let directory = try TemporaryDirectory()
+        _ = try Fixtures.replica(in: directory)
+        let path = directory.file("device.stele")
+        let holder = try LockHolder(path)
+        let release = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            usleep(300_000)
+            holder.release()
+            release.signal()
+        }
+        let started = Date()
+        let opened = try Replica.open(at: path, options: Replica.Options(readOnly: readOnly))
+        #expect(Date().timeIntervalSince(started) >= 0.2, "it waited for the lock")
+        #expect(opened.device == Fixtures.device(1))
+        release.wait()
+    }
+
     @Test func createRefusesAnExistingStore() throws {
         let directory = try TemporaryDirectory()
         _ = try Fixtures.replica(in: directory)
@@ -286,4 +306,21 @@ import TestSupport
         let copy = try Replica.open(at: directory.file("backup.stele"), account: replica.account, device: replica.device)
         #expect(try copy.causal("notes").entries().map(\.key) == ["a"])
     }
+}
+
+/// A connection holding a file's exclusive lock until ``release()``.
+///
+/// `@unchecked Sendable`: made on the test's thread, then touched only by the
+/// thread that releases it.
+private final class LockHolder: @unchecked Sendable {
+    private var connection: Connection?
+
+    init(_ path: String) throws {
+        let connection = try Connection(path: path)
+        try connection.executeScript("PRAGMA locking_mode=EXCLUSIVE")
+        try connection.executeScript("BEGIN EXCLUSIVE; CREATE TABLE held (x); COMMIT")
+        self.connection = connection
+    }
+
+    func release() { connection = nil }
 }

@@ -69,6 +69,10 @@ extension FleetNode {
 
     /// A sibling holding tombstones asks this device, which leads, for a round.
     mutating func onRoundRequest(from peer: DeviceID) -> [FleetOutput] {
+        guard !handlingBacklog else {
+            // What the sibling saw when it asked is long gone; it asks again once it is in sync.
+            return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "a round request that waited in the mailbox while this device was away; ignored"))]
+        }
         guard leader == replica.device else {
             return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "a round request, but this device does not lead"))]
         }
@@ -223,6 +227,9 @@ extension FleetNode {
     mutating func onProposal(_ proposal: BarrierProposal, from peer: DeviceID) -> [FleetOutput] {
         guard peer == leader else {
             return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "a proposal from a device that does not lead this roster"))]
+        }
+        guard !handlingBacklog else {
+            return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "a proposal that waited in the mailbox while this device was away; not acked (its round is over)"))]
         }
         guard configuration.collects else {
             // 001 §9: such a device never acks. It says so, rather than leaving the

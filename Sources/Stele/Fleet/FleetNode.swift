@@ -40,6 +40,9 @@ public struct FleetNode {
     package var keepsSealedPlaintexts = false
     private var sealedPlaintexts: [(sealed: [UInt8], plain: [UInt8])] = []
 
+    /// Whether the input being handled waited in the mailbox while this device was away (``FleetInput/backlog(_:)``).
+    var handlingBacklog = false
+
     /// Sealed frames refused because no device on the roster or a contact's
     /// sealed them: a runtime that sees this grow reads its directory again (a
     /// device approved since the last read) and hands the frames in once more.
@@ -207,6 +210,10 @@ public struct FleetNode {
         case .timer(.session(let peer, let namespace, let epoch)):
             guard sync.onTimer(ContentSync.Key(peer: peer, namespace: namespace), epoch: epoch) else { return [] }
             return [.log(FleetEvent(kind: .sessionTimedOut, peer: peer, namespace: namespace, message: "no reply within \(configuration.sessionTimeoutMilliseconds) ms; dropped"))]
+        case .backlog(let bytes):
+            handlingBacklog = true
+            defer { handlingBacklog = false }
+            return step(.sealed(bytes))
         case .sealed(let bytes):
             guard var channel else {
                 return [.log(FleetEvent(kind: .rejectedSeal, peer: nil, namespace: nil, message: "sealed bytes reached a node built without a channel; refused"))]

@@ -64,6 +64,15 @@ public enum FleetInput: Sendable, Equatable {
     /// Sealed bytes arrived for this device (``SiblingChannel``): who sent them is
     /// inside, and only a sender on the roster is accepted.
     case sealed([UInt8])
+    /// Sealed bytes that waited in this device's mailbox while it was away (a
+    /// hub's relay keeps them): handled as ``sealed(_:)``, except that a barrier
+    /// proposal among them is not acked and a round request is not acted on. A
+    /// proposal's round has timed out at the leader by now, or will be proposed
+    /// again once the leader hears from this device; acking it would only hold
+    /// this device's records for a round that commits nothing (not acking is the
+    /// safe direction, 001 §9). A request was made on what the sibling saw then;
+    /// it asks again once it is in sync.
+    case backlog([UInt8])
     /// An unsealed frame from a device: accepted only by a node built without a
     /// channel (the package's own tests and the unsealed benchmark baseline); a
     /// node with a channel refuses it.

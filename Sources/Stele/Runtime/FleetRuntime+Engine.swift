@@ -42,6 +42,8 @@ extension FleetRuntime {
         private var checkingRevocation = false
         /// A look at the mailbox for a waiting delivery is under way.
         private var draining = false
+        /// The next relay answer holds what waited while this device was away (``FleetInput/backlog(_:)``).
+        private var backlogDue = true
         private var statusDue = false
         private var lock: StoreLock?
 
@@ -175,7 +177,9 @@ extension FleetRuntime {
             switch result {
             case .success(let answer) where answer.status == 200:
                 do {
-                    try takeRelayAnswer(answer.body)
+                    // The first answer since the node started: what waited in the mailbox meanwhile.
+                    try takeRelayAnswer(answer.body, backlog: backlogDue)
+                    backlogDue = false
                 } catch {
                     return retryPoll(FleetRuntimeError(.malformed, "the hub's relay answer did not decode (\(error)); is \(client.hub) a stele-hub?"), after: nil)
                 }
@@ -212,7 +216,7 @@ extension FleetRuntime {
         }
 
         /// One relay frame: an envelope, perhaps the last piece of a sealed frame.
-        private func take(_ envelope: [UInt8]) {
+        private func take(_ envelope: [UInt8], backlog: Bool) {
             let sealed: [UInt8]?
             do {
                 sealed = try reassembly.take(envelope, at: scheduler.monotonicMilliseconds)
@@ -222,7 +226,7 @@ extension FleetRuntime {
             }
             guard let sealed else { return }
             let strangers = driver.node.framesFromStrangers
-            driver.receive(sealed, from: replica.device)
+            driver.receive(sealed, from: replica.device, backlog: backlog)
             if driver.node.framesFromStrangers > strangers {
                 // A device approved (or a contact met) since the directory was read: read it, then try again.
                 if fromStrangers.count < 64 { fromStrangers.append(sealed) }
@@ -235,11 +239,11 @@ extension FleetRuntime {
         /// - Returns: how many frames were new.
         /// - Throws: ``CodecError`` when the body is not HUB-API's (nothing is taken then).
         @discardableResult
-        private func takeRelayAnswer(_ body: [UInt8]) throws -> Int {
+        private func takeRelayAnswer(_ body: [UInt8], backlog: Bool = false) throws -> Int {
             let (next, frames) = try Self.relayFrames(body)
             var taken = 0
             for (seq, frame) in frames where seq > cursor {
-                take(frame)
+                take(frame, backlog: backlog)
                 cursor = seq
                 taken += 1
             }

@@ -196,6 +196,9 @@ public final class Replica {
         } catch let error as SQLiteError {
             throw ReplicaError(.storeMissing, "cannot open \(path): \(error.message)", cause: error)
         }
+        // A reader too waits out another process's lock (its WAL recovery as it
+        // opens the file, its commit) instead of failing at once.
+        connection.setBusyTimeout(milliseconds: options.sqlite.busyTimeoutMilliseconds)
         // Validate before anything writes: a foreign file must not be touched.
         let identity = try readIdentity(connection, path: path, readOnly: options.readOnly)
         if let account, account != identity.account {

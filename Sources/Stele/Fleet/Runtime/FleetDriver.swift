@@ -123,12 +123,15 @@ public final class FleetDriver {
     /// unopened: every frame a sibling sends asks for a write, each would fail
     /// the same way, and the protocol recovers dropped frames like lost ones
     /// (advertisements repeat, sessions time out, a round fails and backs off).
-    public func receive(_ bytes: [UInt8], from sender: DeviceID) {
+    ///
+    /// `backlog`: the bytes waited in this device's mailbox while it was away
+    /// (``FleetInput/backlog(_:)``).
+    public func receive(_ bytes: [UInt8], from sender: DeviceID, backlog: Bool = false) {
         if isPausedForDiskFull {
             framesDroppedForDiskFull += 1
             return
         }
-        handle(identity == nil ? .frame(from: sender, bytes: bytes) : .sealed(bytes))
+        handle(identity == nil ? .frame(from: sender, bytes: bytes) : backlog ? .backlog(bytes) : .sealed(bytes))
     }
 
     /// Whether frames are being dropped because the last step found the disk full.
@@ -157,7 +160,7 @@ public final class FleetDriver {
         while !inbox.isEmpty, !stopped {
             let input = inbox.removeFirst()
             switch input {
-            case .sealed, .frame: framesTaken = true
+            case .sealed, .backlog, .frame: framesTaken = true
             default: break
             }
             carryOut(node.handle(input, at: environment.scheduler.monotonicMilliseconds))
