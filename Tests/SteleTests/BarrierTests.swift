@@ -370,6 +370,90 @@ import TestSupport
         #expect(try harness.tombstones(1) == (recordsComeIn ? 2 : 0))
     }
 
+    // MARK: - gc_abort: a failed round keeps nobody holding
+
+    /// Long enough for the fleet to find itself in sync and the leader's debounce to open a round.
+    static let untilProposed: Int64 = FleetConfiguration().barrierDebounceMilliseconds + 1_000
+
+    @Test func membersHoldingForARoundThatFailedStopAtTheAbort() throws {
+        let harness = try Harness(devices: 3)
+        try harness.seedTombstones()
+        harness.anchorPolicy = .fail
+        harness.start()
+        harness.run(for: Self.untilProposed)
+        #expect(harness.count(.roundFailed, at: 0) == 1)
+        // Well before their hold timers: both members took the abort and hold no more.
+        for member in 1...2 {
+            #expect(harness.nodes[member].acking.hold == nil, "device \(member) still holds")
+            #expect(harness.events.contains { $0.device == member && $0.event.message.contains("the leader gave round") })
+        }
+        // Sync goes on at once: a write on a member reaches the others.
+        try harness.fleet[2].causal("notes").put("after", "x".bytes)
+        harness.handle(.timer(.changeDebounce), at: 2)
+        harness.run(for: 2_000)
+        #expect(try harness.fleet[1].causal("notes").get("after") == "x".bytes)
+    }
+
+    @Test func aLateAckIsAnsweredWithAnAbortThatEndsItsHold() throws {
+        let harness = try Harness(devices: 2)
+        try harness.seedTombstones()
+        harness.holdAcks = true
+        harness.start()
+        harness.run(for: Self.untilProposed + FleetConfiguration().barrierRoundMilliseconds)
+        #expect(harness.count(.roundFailed, at: 0) == 1, "the round timed out without the ack")
+        #expect(harness.nodes[1].acking.hold == nil, "the member's own hold timer ended it meanwhile")
+        // The member acks again after a restart-free hold (a fresh proposal would do the
+        // same): here the held ack arrives late, and the leader answers it with an abort.
+        let late = try #require(harness.heldAcks.first)
+        harness.holdAcks = false
+        harness.heldAcks = []
+        let before = harness.sent.count
+        harness.release(late)
+        harness.run(for: 100)
+        let answers = harness.sent[before...].filter { $0.from == 0 && $0.to == 1 }
+        #expect(answers.contains { if case .gcAbort = try? FrameCodec.decode($0.bytes) { return true } else { return false } })
+    }
+
+    @Test func anAbortFromAnotherDeviceOrForAnotherRoundChangesNothing() throws {
+        let harness = try Harness(devices: 3)
+        try harness.seedTombstones()
+        harness.holdAcks = true
+        harness.start()
+        harness.run(for: Self.untilProposed)
+        let hold = try #require(harness.nodes[1].acking.hold)
+        var random = SeededGenerator(seed: 77)
+        harness.handle(.frame(from: harness.fleet.devices[2], bytes: FrameCodec.encode(.gcAbort(hold.round))), at: 1)
+        harness.handle(.frame(from: harness.fleet.devices[0], bytes: FrameCodec.encode(.gcAbort(RoundNonce.generate(using: &random)))), at: 1)
+        #expect(harness.nodes[1].acking.hold == hold)
+        // The leader's abort of that very round ends it.
+        harness.handle(.frame(from: harness.fleet.devices[0], bytes: FrameCodec.encode(.gcAbort(hold.round))), at: 1)
+        #expect(harness.nodes[1].acking.hold == nil)
+    }
+
+    /// A member that starts again mid-round never acks the proposal it had (a node
+    /// keeps none across a start; a hub runtime does not ack one that waited in its
+    /// mailbox): its greeting fails the round at once, and the next one collects
+    /// without waiting out the leader's ten-minute pause.
+    @Test func aMemberStartingAgainMidRoundFailsItAtOnceAndTheNextRoundCollects() throws {
+        let harness = try Harness(devices: 2)
+        try harness.seedTombstones()
+        harness.holdAcks = true
+        harness.start()
+        harness.run(for: Self.untilProposed)
+        #expect(harness.count(.roundOpened, at: 0) == 1)
+        harness.holdAcks = false
+        harness.heldAcks = []
+        harness.handle(.start, at: 1)
+        harness.run(for: 100)
+        let failure = try #require(harness.events.first { $0.device == 0 && $0.event.kind == .roundFailed })
+        #expect(failure.event.message.contains("started again during the round"))
+        harness.run(for: 60_000)
+        for device in 0..<2 {
+            #expect(harness.fleet[device].generation == 1)
+            #expect(try harness.tombstones(device) == 0)
+        }
+    }
+
     @Test func aDeviceWithCollectionOffDeclinesAndTheRoundNamesIt() throws {
         let harness = try Harness(devices: 3, collects: [true, true, false])
         try harness.seedTombstones()

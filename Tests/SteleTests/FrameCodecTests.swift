@@ -60,6 +60,10 @@ import TestSupport
         #expect(Array(bytes.suffix(8)) == [1, 2, 3, 4, 5, 6, 7, 8])
         #expect(try FrameCodec.decode(bytes) == .advertisement(advertisement))
         #expect(advertisement.roots.map(\.namespace) == ["memory", "notes"])
+        // A greeting is the same advertisement under its own type.
+        let greeting = FrameCodec.encode(.greeting(advertisement))
+        #expect(greeting[1] == 3 && Array(greeting.dropFirst(3)) == Array(bytes.dropFirst(3)))
+        #expect(try FrameCodec.decode(greeting) == .greeting(advertisement))
     }
 
     @Test func aReconcileMessageRoundTripsWithEverySection() throws {
@@ -162,6 +166,7 @@ import TestSupport
             .gcAck(.decline(round)),
             .gcCommit(BarrierCommit(proposal: BarrierProposal(round: round, digest: digest, generation: 300), knowledge: Self.knowledge)),
             .gcCommit(BarrierCommit(proposal: BarrierProposal(round: round, digest: digest, generation: 2), knowledge: Knowledge())),
+            .gcAbort(round),
         ]
     }
 

@@ -110,7 +110,9 @@ extension FleetNode {
     mutating func onAck(_ answer: BarrierAnswer, from peer: DeviceID) -> [FleetOutput] {
         switch leading.onAck(answer, from: peer) {
         case .notOpen:
-            return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "an ack for round \(answer.round), which is not open here"))]
+            // The member holds for a round this device no longer runs: it may stop.
+            let abort: [FleetOutput] = leader == replica.device && !answer.isDecline ? [.send(to: peer, bytes: FrameCodec.encode(.gcAbort(answer.round)))] : []
+            return abort + [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "an ack for round \(answer.round), which is not open here"))]
         case .declined:
             // Not a device to wait for: it is there and says no (001 §9).
             return failRound("device \(peer) has collection off and declined", missing: [])
@@ -185,21 +187,45 @@ extension FleetNode {
 
     mutating func failRound(_ reason: String, missing: Set<DeviceID>, timerFired: Bool = false) -> [FleetOutput] {
         var outputs: [FleetOutput] = []
+        let round = leading.round
         guard let (epoch, pause) = leading.onRoundFailed(
             missing: missing, backoff: configuration.barrierBackoffMilliseconds, maximum: configuration.barrierMaximumBackoffMilliseconds)
         else { return [] }
         if !timerFired { outputs.append(.cancel(.barrierRound(epoch: epoch))) }
+        // Whoever acked holds until its hold timer: tell them the round is over.
+        if let round {
+            let abort = FrameCodec.encode(.gcAbort(round.proposal.round))
+            for member in round.acks.keys.sorted() where member != replica.device && roster.contains(member) { outputs.append(.send(to: member, bytes: abort)) }
+        }
         outputs.append(.arm(.barrierBackoff, afterMilliseconds: max(pause, 0)))
         outputs.append(.log(FleetEvent(kind: .roundFailed, peer: nil, namespace: nil, message: "\(reason); next round in \(pause / 1000) s at the latest")))
         // The leader held siblings' records while the round was open: sync resumes.
         return outputs + noteChange()
     }
 
+    /// The leader gave up the round this device holds for (``Frame/gcAbort(_:)``):
+    /// the hold ends now, as its timer would have ended it.
+    mutating func onAbort(_ round: RoundNonce, from peer: DeviceID) -> [FleetOutput] {
+        guard peer == leader else {
+            return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "an abort from a device that does not lead this roster"))]
+        }
+        guard let hold = acking.hold, hold.round == round else { return [] }
+        return [.cancel(.barrierHold(epoch: hold.epoch))] + onHoldTimer(epoch: hold.epoch, because: "the leader gave round \(round) up")
+    }
+
+    /// A sibling (re)started while the round this device leads waits for its ack:
+    /// the ack will never come (the sibling keeps no proposal across a start), so
+    /// the round fails now, as one missing that sibling's ack.
+    mutating func onRestarted(_ peer: DeviceID) -> [FleetOutput] {
+        guard case .collecting(let round) = leading.state, round.members.contains(peer), round.acks[peer] == nil else { return [] }
+        return failRound("device \(peer) started again during the round and will not ack it", missing: [peer])
+    }
+
     /// No commit came for the round this device acked: it takes siblings' records
     /// again (the first one withdraws the ack, ``BarrierMember/State/acked(_:)``).
-    mutating func onHoldTimer(epoch: UInt64) -> [FleetOutput] {
+    mutating func onHoldTimer(epoch: UInt64, because reason: String? = nil) -> [FleetOutput] {
         guard let heldRound = acking.onHoldTimer(epoch: epoch) else { return [] }
-        let message = "no commit of round \(heldRound) within \(configuration.barrierRoundMilliseconds) ms: siblings' records are taken again"
+        let message = "\(reason ?? "no commit of round \(heldRound) within \(configuration.barrierRoundMilliseconds) ms"): siblings' records are taken again"
         return [.log(FleetEvent(kind: .holdEnded, peer: nil, namespace: nil, message: message))] + noteChange()
     }
 

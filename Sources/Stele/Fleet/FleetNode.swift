@@ -358,13 +358,15 @@ public struct FleetNode {
         switch frame {
         case .advertisement(let advertisement): return resumed + onAdvertisement(advertisement, from: peer)
         case .greeting(let advertisement):
-            // The peer (re)started: it hears where this device stands at once.
-            return resumed + onAdvertisement(advertisement, from: peer) + advertise(to: [peer])
+            // The peer (re)started: it hears where this device stands at once, and a
+            // round that waits for its ack gives up now (it will never come).
+            return resumed + onRestarted(peer) + onAdvertisement(advertisement, from: peer) + advertise(to: [peer])
         case .reconcile(let message): return resumed + onReconcile(message, from: peer)
         case .gcPropose(let proposal): return resumed + onProposal(proposal, from: peer)
         case .gcAck(let answer): return resumed + onAck(answer, from: peer)
         case .gcCommit(let commit): return resumed + onCommit(commit, from: peer)
         case .gcRequest: return resumed + onRoundRequest(from: peer)
+        case .gcAbort(let round): return resumed + onAbort(round, from: peer)
         case .snapshotRequest(let generation): return resumed + onSnapshotRequest(generation, from: peer)
         case .snapshot(let snapshot): return resumed + onSnapshot(snapshot, from: peer)
         case .delivery: return resumed + logOnce(.rejectedFrame, peer: peer, namespace: nil, "a delivery came from a device of this account; deliveries come from contacts only")

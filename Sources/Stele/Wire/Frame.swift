@@ -21,6 +21,11 @@ public enum Frame: Sendable, Equatable {
     /// for a round: the leader may hold none itself, and the advertisement carries
     /// live content only.
     case gcRequest
+    /// The leader gave a round up (or was acked for one it no longer runs): a
+    /// member holding for that round stops holding at once instead of at its hold
+    /// timer, as if the timer had fired (beyond the seed: a failed round no longer
+    /// keeps its members from syncing for the round's whole length).
+    case gcAbort(RoundNonce)
     /// "I am behind at this generation and cannot use the anchor: send me your snapshot" (DESIGN §6).
     case snapshotRequest(generation: UInt64)
     /// A sibling's full snapshot at its generation, answering a request, its body

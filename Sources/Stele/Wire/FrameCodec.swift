@@ -7,6 +7,7 @@
 /// barrier's `gc_propose`, `gc_ack` and `gc_commit`: a 16-byte nonce, a 32-byte
 /// digest, (propose, commit) the generation as a varint and (ack, commit) the
 /// ``Knowledge``; 19–21 are the snapshot request, the snapshot and `gc_request`;
+/// 22 is `gc_abort`, the 16-byte nonce of a round the leader gave up;
 /// 32 is a delivery to a contact: the conversation name, a flags byte (bit 0:
 /// an answer), the frame's device dictionary, then message records as a
 /// reconcile carries them.
@@ -24,7 +25,7 @@ public enum FrameCodec {
         case reconcile = 2
         case greeting = 3
         // The convergence barrier (001 §4), and recovery from a sibling (DESIGN §6).
-        case gcPropose = 16, gcAck = 17, gcCommit = 18, snapshotRequest = 19, snapshot = 20, gcRequest = 21
+        case gcPropose = 16, gcAck = 17, gcCommit = 18, snapshotRequest = 19, snapshot = 20, gcRequest = 21, gcAbort = 22
         // Between accounts: a conversation's ops or receipts.
         case delivery = 32
     }
@@ -60,6 +61,9 @@ public enum FrameCodec {
             commit.knowledge.encode(into: &body)
         case .gcRequest:
             type = .gcRequest
+        case .gcAbort(let round):
+            type = .gcAbort
+            body.append(round.bytes)
         case .snapshotRequest(let generation):
             type = .snapshotRequest
             body.appendVarint(generation)
@@ -132,6 +136,7 @@ public enum FrameCodec {
             frame = .gcCommit(BarrierCommit(proposal: proposal, knowledge: try Knowledge(from: &reader)))
         case .snapshotRequest: frame = .snapshotRequest(generation: try reader.readVarint("requester generation"))
         case .gcRequest: frame = .gcRequest
+        case .gcAbort: frame = .gcAbort(try RoundNonce(bytes: try reader.readBytes(RoundNonce.byteCount, "gc_abort nonce")))
         case .snapshot:
             let generation = try reader.readVarint("snapshot generation")
             frame = .snapshot(SealedSnapshot(generation: generation, sealed: Array(try reader.readBytes(reader.remaining, "sealed snapshot"))))
