@@ -66,10 +66,7 @@ final class DeviceWorld {
     /// `stele ARGUMENTS`, run to the end.
     @discardableResult
     func stele(_ arguments: String...) throws -> ChildProcess.Run {
-        let t = Date()
-        let r = try ChildProcess.run("stele", arguments, environment: Self.environment)
-        if Date().timeIntervalSince(t) > 1 { print("SLOW \(Date().timeIntervalSince(t)) \(arguments)") }
-        return r
+        try ChildProcess.run("stele", arguments, environment: Self.environment)
     }
 
     /// `stele ARGUMENTS` left running (`sync --watch`).
@@ -80,9 +77,7 @@ final class DeviceWorld {
     /// `stele ARGUMENTS`, which must succeed.
     @discardableResult
     func must(_ arguments: String...) throws -> ChildProcess.Run {
-        let t = Date()
         let run = try ChildProcess.run("stele", arguments, environment: Self.environment)
-        if Date().timeIntervalSince(t) > 1 { print("SLOW \(Date().timeIntervalSince(t)) \(arguments)") }
         guard run.status == 0 else { throw ChildProcessError("stele \(arguments.joined(separator: " ")) failed: \(run)") }
         return run
     }
