@@ -65,11 +65,18 @@ public enum ChildProcess {
             return false
         }
 
-        /// Sends `number` and waits for the process to end; returns its status.
+        /// Sends `number` and waits for the process to end; returns its status, or
+        /// -1 when it had not ended 30 s later (it is then killed: a test never hangs).
         @discardableResult
         public func signal(_ number: Int32) -> Int32 {
             if process.isRunning { kill(process.processIdentifier, number) }
-            process.waitUntilExit()
+            let deadline = Date().addingTimeInterval(30)
+            while process.isRunning && Date() < deadline { usleep(10_000) }
+            guard !process.isRunning else {
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+                return -1
+            }
             return process.terminationStatus
         }
 

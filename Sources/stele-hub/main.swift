@@ -127,17 +127,9 @@ func serve(_ arguments: ArraySlice<String>) throws {
     }
     sweeper.resume()
 
-    // SIGINT and SIGTERM end the wait; in-flight requests finish, parked polls are answered.
-    let stopping = DispatchSemaphore(value: 0)
-    var sources: [any DispatchSourceSignal] = []
-    for signalNumber in [SIGINT, SIGTERM] {
-        signal(signalNumber, SIG_IGN)
-        let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
-        source.setEventHandler { stopping.signal() }
-        source.resume()
-        sources.append(source)
-    }
-    stopping.wait()
+    // SIGINT and SIGTERM (blocked since the process began, so none is lost) end the
+    // wait; in-flight requests finish, parked polls are answered.
+    _ = TerminationSignals.wait()
     sweeper.cancel()
     server.stop()
     storage.close()
@@ -153,6 +145,8 @@ func invite(_ arguments: ArraySlice<String>) throws {
 
 func run() -> Int32 {
     let arguments = CommandLine.arguments.dropFirst()
+    // First, before any thread starts: `serve` takes SIGINT and SIGTERM itself.
+    if arguments.first == "serve" { TerminationSignals.block() }
     guard let command = arguments.first else {
         printError(usage)
         return 2

@@ -55,6 +55,11 @@ enum SyncCommands {
     private static func once(_ runtime: FleetRuntime, _ files: DeviceFiles, timeoutSeconds: Double) throws {
         let done = DispatchSemaphore(value: 0)
         let box = StatusBox(runtime.status)
+        let interrupted = Atomic<Bool>(false)
+        TerminationSignals.onSignal { _ in
+            interrupted.store(true, ordering: .relaxed)
+            done.signal()
+        }
         Task.detached {
             box.set(await runtime.waitUntilInSync(timeoutSeconds: timeoutSeconds))
             done.signal()
@@ -63,6 +68,10 @@ enum SyncCommands {
         let status = box.value
         runtime.stop()
         SavedStatus(status).save(to: files.statusPath)
+        if interrupted.load(ordering: .relaxed) {
+            printError("stele sync: interrupted before the device was in sync: \(status)")
+            throw ExitStatus(code: 1)
+        }
         if status.inSync {
             let siblings = max(0, ((try? files.ring())?.roster?.members.count ?? 1) - 1)
             print("in sync\(siblings == 0 ? " (no other device yet)" : " with \(siblings) device\(siblings == 1 ? "" : "s")") · generation \(status.collection.generation) · \(status.collection.tombstones.values.reduce(0, +)) tombstones")
@@ -80,15 +89,9 @@ enum SyncCommands {
     }
 
     private static func watch(_ runtime: FleetRuntime, _ files: DeviceFiles) throws {
+        // SIGINT and SIGTERM have been blocked since the process began (main.swift): none is lost.
         let stopping = DispatchSemaphore(value: 0)
-        var sources: [any DispatchSourceSignal] = []
-        for signalNumber in [SIGINT, SIGTERM] {
-            signal(signalNumber, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
-            source.setEventHandler { stopping.signal() }
-            source.resume()
-            sources.append(source)
-        }
+        TerminationSignals.onSignal { _ in stopping.signal() }
         let terminal = isatty(STDOUT_FILENO) == 1
         let fatal = StatusBox(runtime.status)
         let updates = runtime.statusUpdates()
@@ -123,7 +126,6 @@ enum SyncCommands {
             printError("stele sync: \(error.message)")
             throw ExitStatus(code: 1)
         }
-        _ = sources
     }
 
     private static func format(_ seconds: Double) -> String {

@@ -42,6 +42,8 @@ func main() -> Int32 {
         """
 
     var arguments = Array(CommandLine.arguments.dropFirst())
+    // First, before any thread starts: `sync` takes SIGINT and SIGTERM itself.
+    if arguments.first == "sync" { TerminationSignals.block() }
     guard let name = arguments.first else {
         printError(generalUsage)
         return 2

@@ -114,6 +114,26 @@ import TestSupport
         #expect(text.output.contains("blocked by"))
     }
 
+    /// A signal is never lost, whenever it comes: a SIGTERM in the first
+    /// milliseconds of a watch (before it runs its first request) stops it cleanly.
+    @Test func aSignalAtAnyMomentStopsAWatch() throws {
+        let world = try DeviceWorld()
+        try world.pair()
+        for attempt in 0..<20 {
+            let watch = try world.background("sync", world.path("laptop"), "--watch")
+            usleep(useconds_t(attempt % 5) * 20_000)
+            kill(watch.process.processIdentifier, SIGTERM)
+            let run = watch.finish(timeoutSeconds: 10)
+            #expect(run.status == 0, "attempt \(attempt): \(run)")
+        }
+        // And a one-pass sync interrupted says so, exit 1.
+        let once = try world.background("sync", world.path("laptop"), "--timeout", "60s")
+        usleep(200_000)
+        kill(once.process.processIdentifier, SIGINT)
+        let run = once.finish(timeoutSeconds: 10)
+        #expect(run.status == 1 && run.error.contains("interrupted"), "\(run)")
+    }
+
     @Test func theHubDemoTellsItsStoryWithRealProcesses() throws {
         let run = try ChildProcess.run("stele", ["demo", "--hub"], timeoutSeconds: 120)
         #expect(run.status == 0, "\(run)")

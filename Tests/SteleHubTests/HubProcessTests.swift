@@ -58,13 +58,30 @@ import TestSupport
         /// What it wrote to standard error so far.
         var log: String { collected.text }
 
+        /// Sends `number` and waits for the end; -1 when the hub had not stopped 30 s
+        /// later (it is then killed: a test never hangs).
         func signal(_ number: Int32) -> Int32 {
             kill(process.processIdentifier, number)
-            process.waitUntilExit()
+            let deadline = Date().addingTimeInterval(30)
+            while process.isRunning && Date() < deadline { usleep(10_000) }
+            guard !process.isRunning else {
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+                return -1
+            }
             return process.terminationStatus
         }
 
         deinit { if process.isRunning { _ = signal(SIGKILL) } }
+    }
+
+    /// A SIGTERM right after the ready line (or at any moment) is never lost: the hub stops.
+    @Test func aSignalRightAfterStartStopsTheHub() throws {
+        let directory = try TemporaryDirectory("stele-hub-signal")
+        for attempt in 0..<20 {
+            let hub = try HubProcess(["--data", directory.file("data")])
+            #expect(hub.signal(SIGTERM) == 0, "attempt \(attempt): \(hub.log)")
+        }
     }
 
     static func run(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
