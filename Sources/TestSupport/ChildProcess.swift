@@ -6,10 +6,12 @@ import Synchronization
 public enum ChildProcess {
     /// What a finished run printed and how it ended.
     public struct Run: Sendable, CustomStringConvertible {
+        /// The exit status, or the signal that ended the process (``killedBySignal``).
         public let status: Int32
         public let output: String
         public let error: String
-        public var description: String { "exit \(status)\n--- stdout\n\(output)\n--- stderr\n\(error)" }
+        public var killedBySignal = false
+        public var description: String { "\(killedBySignal ? "killed by signal" : "exit") \(status)\n--- stdout\n\(output)\n--- stderr\n\(error)" }
     }
 
     /// The built executable `name`: beside the test bundle, else under `.build/debug`.
@@ -93,7 +95,7 @@ public enum ChildProcess {
             let restErr = errorPipe.fileHandleForReading.readDataToEndOfFile()
             output.append(restOut)
             errors.append(restErr)
-            return Run(status: process.terminationStatus, output: outputText, error: errorText)
+            return Run(status: process.terminationStatus, output: outputText, error: errorText, killedBySignal: process.terminationReason == .uncaughtSignal)
         }
 
         deinit { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }

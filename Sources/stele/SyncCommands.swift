@@ -28,19 +28,25 @@ enum SyncCommands {
         } catch let error as FleetRuntimeError {
             throw InputError(message: error.message)
         }
+        // Whatever prints beside the runtime ends before the process does: exit()
+        // while a thread still writes tears libraries down under it.
+        let printers = DispatchGroup()
+        defer { _ = printers.wait(timeout: .now() + 5) }
         if parsed.has("--trace") {
             let events = runtime.events()
             let started = DispatchTime.now().uptimeNanoseconds
+            printers.enter()
             Task.detached {
                 for await event in events {
                     let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
                     FileHandle.standardError.write(Data(String(format: "%9.3f s  %@\n", seconds, event.description).utf8))
                 }
+                printers.leave()
             }
         }
         runtime.start()
         if parsed.has("--watch") {
-            try watch(runtime, files)
+            try watch(runtime, files, printers: printers)
         } else {
             try once(runtime, files, timeoutSeconds: timeout)
         }
@@ -88,7 +94,7 @@ enum SyncCommands {
         throw ExitStatus(code: 1)
     }
 
-    private static func watch(_ runtime: FleetRuntime, _ files: DeviceFiles) throws {
+    private static func watch(_ runtime: FleetRuntime, _ files: DeviceFiles, printers: DispatchGroup) throws {
         // SIGINT and SIGTERM have been blocked since the process began (main.swift): none is lost.
         let stopping = DispatchSemaphore(value: 0)
         TerminationSignals.onSignal { _ in stopping.signal() }
@@ -96,7 +102,9 @@ enum SyncCommands {
         let fatal = StatusBox(runtime.status)
         let updates = runtime.statusUpdates()
         let path = files.statusPath
+        printers.enter()
         Task.detached {
+            defer { printers.leave() }
             var last = ""
             var lastSaved = ""
             for await status in updates {
@@ -120,7 +128,8 @@ enum SyncCommands {
         }
         stopping.wait()
         runtime.stop()
-        SavedStatus(runtime.status).save(to: files.statusPath)
+        // The stopped status ends the stream: the printer saves it and finishes.
+        _ = printers.wait(timeout: .now() + 5)
         if terminal { print("") }
         if let error = fatal.value.error, error.isFatal {
             printError("stele sync: \(error.message)")

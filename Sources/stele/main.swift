@@ -80,4 +80,12 @@ func main() -> Int32 {
     }
 }
 
-exit(main())
+let status = main()
+if CommandLine.arguments.dropFirst().first == "sync" {
+    // A sync's runtime is stopped and its status saved, but URLSession's threads may
+    // still be finishing a request: exit()'s teardown of libcrypto and Foundation
+    // under them can crash. Flush, then leave without that teardown.
+    fflush(nil)
+    _exit(status)
+}
+exit(status)
