@@ -151,10 +151,16 @@ public final class HubClient: Sendable {
     /// way whether a `403` means its device was revoked).
     /// - Throws: ``HubClientError``: `refused` with `revoked` or `not_a_member` when the device is off the roster.
     public func openSession() async throws {
-        session.withLock { $0.token = nil }
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            withToken(validFor: 0) { result in continuation.resume(with: result.map { _ in () }.mapError { $0 as any Error }) }
+            openSession { result in continuation.resume(with: result.mapError { $0 as any Error }) }
         }
+    }
+
+    /// ``openSession()`` with a completion (on any thread), for callers that must
+    /// not depend on Swift concurrency's thread pool being free.
+    public func openSession(completion: @escaping @Sendable (Result<Void, HubClientError>) -> Void) {
+        session.withLock { $0.token = nil }
+        withToken(validFor: 0) { result in completion(result.map { _ in () }) }
     }
 
     /// Calls `body` with a token that lives `validFor` seconds more at least,

@@ -373,17 +373,9 @@ extension FleetRuntime {
             guard !checkingRevocation, phase == .running else { return }
             checkingRevocation = true
             let me = self.me
-            let client = self.client
-            Task {
-                let outcome: Result<Void, HubClientError>
-                do {
-                    try await client.openSession()
-                    outcome = .success(())
-                } catch let failure as HubClientError {
-                    outcome = .failure(failure)
-                } catch {
-                    outcome = .failure(HubClientError(.refused, "\(error)"))
-                }
+            // A completion, not a Task: the runtime never waits on Swift concurrency's
+            // pool, which an app (or a test runner) may keep busy.
+            client.openSession { outcome in
                 me.async { engine in
                     engine.checkingRevocation = false
                     if case .failure(let failure) = outcome, failure.isRevoked || failure.hubCode == "not_a_member" {
