@@ -13,8 +13,16 @@ public protocol HubHandler: AnyObject, Sendable {
 extension HubResponse {
     /// The JSON error body HUB-API gives every refusal: `{"error": {"code", "message"}}`.
     public static func error(_ status: Int, _ code: String, _ message: String, headers: [String: String] = [:]) -> HubResponse {
+        error(status, code, message, headers: headers, extra: [:])
+    }
+
+    /// An error whose body carries fields beside `error` (a `409 history_rewound`'s
+    /// `epoch` and `historyId`, a `409 stale`'s winning `record`).
+    static func error(_ status: Int, _ code: String, _ message: String, headers: [String: String] = [:], extra: [String: Any]) -> HubResponse {
         var headers = headers
         headers["Content-Type"] = "application/json"
-        return HubResponse(status: status, headers: headers, body: Array(HubJSON.encode(["error": ["code": code, "message": message]]).utf8))
+        var body = extra
+        body["error"] = ["code": code, "message": message]
+        return HubResponse(status: status, headers: headers, body: Array(HubJSON.encode(body).utf8))
     }
 }

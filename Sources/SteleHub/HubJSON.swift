@@ -80,6 +80,8 @@ public struct HubRefusal: Error, Sendable, Equatable {
     public let code: String
     public let message: String
     public var headers: [String: String] = [:]
+    /// Fields the error body carries beside `error`, as JSON text (an object).
+    public var extra: String?
 
     public init(_ status: Int, _ code: String, _ message: String, headers: [String: String] = [:]) {
         self.status = status
@@ -88,12 +90,21 @@ public struct HubRefusal: Error, Sendable, Equatable {
         self.headers = headers
     }
 
+    /// A refusal whose body carries `body`'s fields beside `error`.
+    init(_ status: Int, _ code: String, _ message: String, headers: [String: String] = [:], body: [String: Any]) {
+        self.init(status, code, message, headers: headers)
+        extra = HubJSON.encode(body)
+    }
+
     public static func badRequest(_ message: String) -> HubRefusal { HubRefusal(400, "bad_request", message) }
     public static func notFound(_ message: String) -> HubRefusal { HubRefusal(404, "not_found", message) }
     public static func unauthorized(_ message: String) -> HubRefusal { HubRefusal(401, "unauthorized", message) }
     public static func forbidden(_ message: String) -> HubRefusal { HubRefusal(403, "forbidden", message) }
 
-    public var response: HubResponse { .error(status, code, message, headers: headers) }
+    public var response: HubResponse {
+        let fields = extra.flatMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] } ?? [:]
+        return .error(status, code, message, headers: headers, extra: fields)
+    }
 }
 
 /// JSON's `null` in a body built from dictionaries.

@@ -52,8 +52,7 @@ extension HubService {
     func status(_ account: AccountID, _ request: HubRequest) throws -> HubResponse {
         try transaction { sql in
             _ = try authenticate(request, account, sql)
-            try sql.execute("INSERT INTO hub_meta (name, value) VALUES ('epoch', $1) ON CONFLICT (name) DO NOTHING", [.text(Self.secret(bytes: 8))])
-            let epoch = try sql.query("SELECT value FROM hub_meta WHERE name = 'epoch'", []).first?[column: 0].string ?? ""
+            let epoch = try epoch(sql)
             let devices: [[String: Any]] = try sql.query(
                 """
                 SELECT d.device, d.state, d.relay_cursor, d.last_seen_ms,
@@ -72,7 +71,7 @@ extension HubService {
             }
             let anchor = try sql.query("SELECT generation FROM anchors WHERE account = $1", [.text(account.hex)]).first?[column: 0].int64
             return HubJSON.response([
-                "account": account.hex, "historyId": 0, "epoch": epoch, "devices": devices,
+                "account": account.hex, "historyId": try historyID(account, sql), "epoch": epoch, "devices": devices,
                 "horizon": 0, "horizonHeldBy": NSNullValue.value, "anchorGeneration": anchor.map { $0 as Any } ?? NSNullValue.value,
             ])
         }

@@ -13,6 +13,8 @@ extension HubService {
         let account: String?
         /// The segment after the resource (`{device}`, `{kind}`), as written.
         let argument: String?
+        /// The segment after that (a record's `{id}`), as written.
+        var second: String? = nil
     }
 
     public func template(of request: HubRequest) -> String {
@@ -52,8 +54,10 @@ extension HubService {
         case ("contact-roster", 3): return route("contact-roster", ["GET"])
         case ("anchor", 3): return route("anchor", ["GET", "PUT"])
         case ("status", 3): return route("status", ["GET"])
-        // The record API arrives with the mirror issue; until then its paths exist and say so.
-        case ("records", 4...6): return route("records/…", ["GET", "POST", "PUT", "DELETE"])
+        case ("records", 4) where rest[3] == "push": return route("records/push", ["POST"])
+        case ("records", 4) where rest[3] == "changes": return route("records/changes", ["GET"])
+        case ("records", 4) where rest[3] == "replay": return route("records/replay", ["GET"])
+        case ("records", 5): return Route(template: "/v1/accounts/{a}/records/{kind}/{id}", methods: ["GET", "PUT", "DELETE"], account: account, argument: rest[3], second: rest[4])
         case ("kinds", 4): return route("kinds/{kind}", ["PUT"])
         default: throw unknown()
         }
@@ -68,9 +72,6 @@ extension HubService {
         if route.template == "/v1/health" { return .respond(try health()) }
         if route.template == "/v1/accounts" { return .respond(try createAccount(request)) }
         let account = try Self.account(route.account ?? "")
-        if route.template.hasPrefix("/v1/accounts/{a}/records") || route.template.hasPrefix("/v1/accounts/{a}/kinds") {
-            throw HubRefusal(501, "not_implemented", "the record API (server-authoritative sync) is not in this hub yet; relay, directory and anchor are")
-        }
         switch (route.template, request.method) {
         case ("/v1/accounts/{a}/sessions", _): return .respond(try openSession(account, request))
         case ("/v1/accounts/{a}/join-requests", "POST"): return .respond(try requestJoin(account, request))
@@ -89,6 +90,11 @@ extension HubService {
         case ("/v1/accounts/{a}/anchor", "GET"): return .respond(try readAnchor(account, request))
         case ("/v1/accounts/{a}/anchor", "PUT"): return .respond(try writeAnchor(account, request))
         case ("/v1/accounts/{a}/status", _): return .respond(try status(account, request))
+        case ("/v1/accounts/{a}/records/push", _): return .respond(try push(account, request))
+        case ("/v1/accounts/{a}/records/changes", _): return try changes(account, request)
+        case ("/v1/accounts/{a}/records/replay", _): return .respond(try replay(account, request))
+        case ("/v1/accounts/{a}/records/{kind}/{id}", _): return .respond(try singleRecord(account, kind: route.argument ?? "", id: route.second ?? "", request))
+        case ("/v1/accounts/{a}/kinds/{kind}", _): return .respond(try putKind(account, kind: route.argument ?? "", request))
         default:
             preconditionFailure("route \(route.template) \(request.method) matched but has no handler")
         }

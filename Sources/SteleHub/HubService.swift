@@ -28,6 +28,15 @@ public final class HubService: HubHandler {
         public var maximumWaitSeconds = 60
         /// What a full mailbox's `Retry-After` says.
         public var retryAfterSeconds = 5
+        /// Mutations one push may carry, and changes one page of the feed or of replay holds.
+        public var maximumMutationsPerPush = 1_000
+        public var maximumChangesPerPage = 1_000
+        /// The largest record payload.
+        public var maximumRecordBytes = 1 << 20
+        /// How far ahead of the hub's clock a `modifiedAt` may be (`--max-clock-ahead`).
+        public var maximumClockAheadSeconds = 3_600
+        /// How long a mutation id is remembered (a push retried later than this applies again).
+        public var mutationMemorySeconds = 30 * 86_400
 
         public init() {}
     }
@@ -75,8 +84,8 @@ public final class HubService: HubHandler {
         }
     }
 
-    /// Deletes what no request can use any more: expired sessions and aged join
-    /// requests, on every account. `stele-hub serve` runs it every minute; it is
+    /// Deletes what no request can use any more: expired sessions, aged join
+    /// requests and mutation ids older than ``Configuration/mutationMemorySeconds``, on every account. `stele-hub serve` runs it every minute; it is
     /// one short transaction over two indexed ranges.
     /// - Returns: how many sessions and join requests it deleted.
     /// - Throws: ``HubStorageError`` when the storage is unavailable (the next sweep tries again).
@@ -86,6 +95,7 @@ public final class HubService: HubHandler {
         return try transaction { sql in
             let sessions = try sql.execute("DELETE FROM sessions WHERE expires_ms <= $1", [.integer(time)])
             let requests = try sql.execute("DELETE FROM join_requests WHERE created_ms <= $1", [.integer(joinRequestsBornBefore(time))])
+            try sql.execute("DELETE FROM mutations WHERE created_ms <= $1", [.integer(time - Int64(configuration.mutationMemorySeconds) * 1000)])
             return (sessions, requests)
         }
     }

@@ -100,6 +100,8 @@ final class HubHarness {
             ("invites", "code_hash"), ("accounts", "id"), ("roster_changes", "account, idx"), ("devices", "account, device"),
             ("sessions", "token_hash"), ("join_requests", "account, device"), ("wrapped_keys", "account, device, epoch"),
             ("mailbox", "account, device, seq"), ("anchors", "account"),
+            ("records", "account, kind, id"), ("record_members", "account, kind, id, set_name, member"), ("record_kinds", "account, kind"),
+            ("mutations", "account, mutation"),
         ]
         return try storage.transaction { sql in
             try tables.flatMap { table, order in

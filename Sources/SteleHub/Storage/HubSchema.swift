@@ -36,6 +36,28 @@ public enum HubSchema {
             "CREATE INDEX sessions_by_expiry ON sessions (expires_ms)",
             "CREATE INDEX join_requests_by_age ON join_requests (created_ms)",
         ]),
+        // Server-authoritative records (DESIGN §8.1, HUB-API "Records"). Each change takes
+        // the account's next history position from `accounts.history`, under the account's
+        // row lock, so positions are handed out in commit order and a pager never skips one.
+        HubMigration(version: 3, name: "records, member sets, kinds, mutation ids", [
+            "ALTER TABLE accounts ADD COLUMN history BIGINT NOT NULL DEFAULT 0",
+            """
+            CREATE TABLE records (
+                account TEXT NOT NULL REFERENCES accounts(id), kind TEXT NOT NULL, id TEXT NOT NULL,
+                payload {blob}, modified_ms BIGINT NOT NULL, grp TEXT, seq BIGINT NOT NULL,
+                PRIMARY KEY (account, kind, id))
+            """,
+            "CREATE INDEX records_by_seq ON records (account, seq)",
+            """
+            CREATE TABLE record_members (
+                account TEXT NOT NULL, kind TEXT NOT NULL, id TEXT NOT NULL, set_name TEXT NOT NULL, member TEXT NOT NULL,
+                PRIMARY KEY (account, kind, id, set_name, member))
+            """,
+            "CREATE TABLE record_kinds (account TEXT NOT NULL REFERENCES accounts(id), kind TEXT NOT NULL, append_only BIGINT NOT NULL, PRIMARY KEY (account, kind))",
+            // A mutation id seen before is answered as the first time (`result` is that answer's JSON).
+            "CREATE TABLE mutations (account TEXT NOT NULL, mutation TEXT NOT NULL, result TEXT NOT NULL, created_ms BIGINT NOT NULL, PRIMARY KEY (account, mutation))",
+            "CREATE INDEX mutations_by_age ON mutations (created_ms)",
+        ]),
     ]
 
     /// The newest schema version this build knows.

@@ -1,0 +1,265 @@
+import Foundation
+import Stele
+import SteleSQL
+
+/// Reading records (HUB-API "Records"): the change feed in history order with
+/// no gap, replay of every record's latest version, single records, and kinds.
+extension HubService {
+    /// The account's epoch: an opaque string that changes when the hub's history
+    /// is rewound (a restore, an import); a cursor is the pair (epoch, history id).
+    func epoch(_ sql: any HubSQL) throws -> String {
+        try sql.execute("INSERT INTO hub_meta (name, value) VALUES ('epoch', $1) ON CONFLICT (name) DO NOTHING", [.text(Self.secret(bytes: 8))])
+        return try sql.query("SELECT value FROM hub_meta WHERE name = 'epoch'", []).first?[column: 0].string ?? ""
+    }
+
+    // MARK: - The change feed
+
+    /// `GET /v1/accounts/{a}/records/changes?since=H&epoch=E&limit=N&wait=S`.
+    func changes(_ account: AccountID, _ request: HubRequest) throws -> HubOutcome {
+        let since = try Self.queryInteger(request, "since", default: 0, range: 0...Int64.max)
+        let limit = Int(try Self.queryInteger(request, "limit", default: Int64(configuration.maximumChangesPerPage), range: 1...Int64(configuration.maximumChangesPerPage)))
+        let wait = request.query["wait"] == nil ? nil : try Self.queryInteger(request, "wait", default: 0, range: 0...Int64(configuration.maximumWaitSeconds))
+        let page = try transaction { sql in
+            _ = try authenticate(request, account, sql)
+            return try changesPage(account, since: since, epoch: request.query["epoch"], limit: limit, sql)
+        }
+        guard let wait, wait > 0, page.records.isEmpty else { return .respond(page.response) }
+        return .wait(
+            HubWait(
+                key: Self.recordsKey(account.hex), waitSeconds: Double(wait),
+                poll: { [self] in
+                    do {
+                        let again = try transaction { sql in
+                            _ = try authenticate(request, account, sql)
+                            return try changesPage(account, since: since, epoch: request.query["epoch"], limit: limit, sql)
+                        }
+                        return again.records.isEmpty ? nil : again.response
+                    } catch {
+                        return Self.answer(for: error)
+                    }
+                },
+                expire: { page.response }))
+    }
+
+    /// One page of changes after `since`.
+    struct ChangesPage {
+        let records: [StoredRecord]
+        let next: Int64
+        let epoch: String
+        let more: Bool
+
+        var response: HubResponse {
+            HubJSON.response(["changes": records.map(\.json), "next": next, "epoch": epoch, "more": more])
+        }
+    }
+
+    /// The records changed after `since`, in history order. The history id is read
+    /// before the rows: every position up to it is committed (positions are taken
+    /// under the account's lock, in commit order), so a page that ends there is whole.
+    func changesPage(_ account: AccountID, since: Int64, epoch requested: String?, limit: Int, _ sql: any HubSQL) throws -> ChangesPage {
+        let epoch = try epoch(sql)
+        let history = try historyID(account, sql)
+        if let requested, requested != epoch {
+            throw HubRefusal(409, "history_rewound", "the cursor is of epoch \(requested.prefix(40)), the hub's history is epoch \(epoch) at \(history): replay, then push again what the hub lacks",
+                body: ["epoch": epoch, "historyId": history])
+        }
+        if since > history {
+            throw HubRefusal(409, "history_rewound", "the cursor \(since) is beyond the hub's history id \(history) (epoch \(epoch)): the hub lost changes; replay, then push again what it lacks",
+                body: ["epoch": epoch, "historyId": history])
+        }
+        let rows = try sql.query(
+            "SELECT kind, id, payload, modified_ms, grp, seq FROM records WHERE account = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+            [.text(account.hex), .integer(since), .integer(Int64(limit) + 1)])
+        let more = rows.count > limit
+        var records = rows.prefix(limit).compactMap(Self.storedRecord)
+        if let first = records.first, let last = records.last {
+            try attachSets(&records, account, "r.seq >= $2 AND r.seq <= $3", [.integer(first.seq), .integer(last.seq)], sql)
+        }
+        let next = more ? (records.last?.seq ?? since) : max(history, records.last?.seq ?? since)
+        return ChangesPage(records: records, next: next, epoch: epoch, more: more)
+    }
+
+    static func storedRecord(_ row: [SQLValue]) -> StoredRecord? {
+        guard let kind = row[column: 0].string, let id = row[column: 1].string, let modified = row[column: 3].int64, let seq = row[column: 5].int64 else { return nil }
+        return StoredRecord(kind: kind, id: id, payload: row[column: 2].bytes, modifiedAt: modified, group: row[column: 4].string, seq: seq)
+    }
+
+    /// Fills in the member sets of `records`, read with one query over the rows `range` picks.
+    private func attachSets(_ records: inout [StoredRecord], _ account: AccountID, _ range: String, _ bounds: [SQLValue], _ sql: any HubSQL) throws {
+        let members = try sql.query(
+            """
+            SELECT m.kind, m.id, m.set_name, m.member FROM record_members m
+            JOIN records r ON r.account = m.account AND r.kind = m.kind AND r.id = m.id
+            WHERE r.account = $1 AND \(range)
+            """, [.text(account.hex)] + bounds)
+        guard !members.isEmpty else { return }
+        var index: [String: Int] = [:]
+        for (position, record) in records.enumerated() { index[record.kind + "\u{0}" + record.id] = position }
+        for member in members {
+            guard let kind = member[column: 0].string, let id = member[column: 1].string, let set = member[column: 2].string, let name = member[column: 3].string,
+                let position = index[kind + "\u{0}" + id]
+            else { continue }
+            records[position].sets[set, default: []].append(name)
+        }
+    }
+
+    // MARK: - Replay
+
+    /// `GET /v1/accounts/{a}/records/replay?after=TOKEN&limit=N`: every record's
+    /// latest version (tombstones included) in (kind, id) order; touches no cursor.
+    func replay(_ account: AccountID, _ request: HubRequest) throws -> HubResponse {
+        let limit = Int(try Self.queryInteger(request, "limit", default: Int64(configuration.maximumChangesPerPage), range: 1...Int64(configuration.maximumChangesPerPage)))
+        return try transaction { sql in
+            _ = try authenticate(request, account, sql)
+            let secret = try replaySecret(sql)
+            var after: (kind: String, id: String)?
+            if let token = request.query["after"], !token.isEmpty {
+                guard let position = Self.replayPosition(token, secret: secret) else {
+                    throw HubRefusal.badRequest("the query parameter \"after\" is not a replay token this hub issued; start from the beginning (no after)")
+                }
+                after = position
+            }
+            let bounds: [SQLValue] = after.map { [.text($0.kind), .text($0.id)] } ?? [.text(""), .text("")]
+            let rows = try sql.query(
+                "SELECT kind, id, payload, modified_ms, grp, seq FROM records WHERE account = $1 AND (kind > $2 OR (kind = $2 AND id > $3)) ORDER BY kind, id LIMIT $4",
+                [.text(account.hex)] + bounds + [.integer(Int64(limit) + 1)])
+            let more = rows.count > limit
+            var records = rows.prefix(limit).compactMap(Self.storedRecord)
+            if let last = records.last {
+                try attachSets(
+                    &records, account, "(r.kind > $2 OR (r.kind = $2 AND r.id > $3)) AND (r.kind < $4 OR (r.kind = $4 AND r.id <= $5))",
+                    bounds + [.text(last.kind), .text(last.id)], sql)
+            }
+            let next = records.last.map { Self.replayToken(kind: $0.kind, id: $0.id, secret: secret) } ?? (request.query["after"] ?? "")
+            return HubJSON.response(["records": records.map(\.json), "next": next, "more": more])
+        }
+    }
+
+    /// The hub's secret for replay tokens, made on first use.
+    private func replaySecret(_ sql: any HubSQL) throws -> String {
+        try sql.execute("INSERT INTO hub_meta (name, value) VALUES ('replay_secret', $1) ON CONFLICT (name) DO NOTHING", [.text(Self.secret(bytes: 16))])
+        return try sql.query("SELECT value FROM hub_meta WHERE name = 'replay_secret'", []).first?[column: 0].string ?? ""
+    }
+
+    /// A replay token: the position (kind, id), and a tag of the hub's secret over
+    /// it, so a token the hub never issued is refused rather than read.
+    static func replayToken(kind: String, id: String, secret: String) -> String {
+        let position = Data((kind + "\u{0}" + id).utf8).base64EncodedString()
+        return position + "." + tag(position, secret)
+    }
+
+    static func replayPosition(_ token: String, secret: String) -> (kind: String, id: String)? {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 2, tag(String(parts[0]), secret) == parts[1], let data = Data(base64Encoded: String(parts[0])),
+            let text = String(data: data, encoding: .utf8)
+        else { return nil }
+        let fields = text.split(separator: "\u{0}", maxSplits: 1, omittingEmptySubsequences: false)
+        guard fields.count == 2 else { return nil }
+        return (String(fields[0]), String(fields[1]))
+    }
+
+    private static func tag(_ position: String, _ secret: String) -> String {
+        String(Hash32.sha256(of: Array("stele replay \(secret) \(position)".utf8)).hex.prefix(16))
+    }
+
+    // MARK: - Single records and kinds
+
+    /// `GET|PUT|DELETE /v1/accounts/{a}/records/{kind}/{id}`.
+    func singleRecord(_ account: AccountID, kind kindSegment: String, id idSegment: String, _ request: HubRequest) throws -> HubResponse {
+        let kind = try Self.key(kindSegment.removingPercentEncodingOrSelf, field: "kind")
+        let id = try Self.key(idSegment.removingPercentEncodingOrSelf, field: "id")
+        let now = now()
+        let (response, changed) = try transaction { sql -> (HubResponse, Bool) in
+            _ = try authenticate(request, account, sql)
+            let missing = HubRefusal.notFound("record \(kind)/\(id.prefix(80)) is not on the hub (absent, or deleted)")
+            switch request.method {
+            case "GET":
+                guard let found = try record(account, kind: kind, id: id, sql), !found.isTombstone else { throw missing }
+                return (HubJSON.response(found.json), false)
+            case "PUT":
+                let body = try HubJSON.object(request.body)
+                let payload = try body.bytes("payload")
+                guard payload.count <= configuration.maximumRecordBytes else {
+                    throw HubRefusal.badRequest("the field \"payload\" is \(payload.count) bytes, over the hub's \(configuration.maximumRecordBytes)-byte limit")
+                }
+                let modifiedAt = try body.integer("modifiedAt")
+                var group = try body.optionalString("group")
+                if let text = group { group = try Self.key(text, field: "group") }
+                let sets = try Self.sets(body)
+                guard modifiedAt <= now + Int64(configuration.maximumClockAheadSeconds) * 1000 else {
+                    throw HubRefusal(422, "clock_skew", "modifiedAt \(modifiedAt) is ahead of the hub's clock (\(now)) by more than \(configuration.maximumClockAheadSeconds) s; correct the device's clock", body: ["hubTime": now])
+                }
+                try sql.lockAccount(account.hex)
+                let existing = try record(account, kind: kind, id: id, sql)
+                if let existing, existing.modifiedAt > modifiedAt || (existing.modifiedAt == modifiedAt && existing.isTombstone) {
+                    throw HubRefusal(409, "stale", "a newer version of \(kind)/\(id.prefix(80)) won (modifiedAt \(existing.modifiedAt)); read it and write again", body: ["record": existing.json])
+                }
+                let seq = try historyID(account, sql) + 1
+                try sql.execute(
+                    """
+                    INSERT INTO records (account, kind, id, payload, modified_ms, grp, seq) VALUES ($1, $2, $3, $4, $5, $6, $7)
+                    ON CONFLICT (account, kind, id) DO UPDATE SET payload = excluded.payload, modified_ms = excluded.modified_ms, grp = excluded.grp, seq = excluded.seq
+                    """,
+                    [.text(account.hex), .text(kind), .text(id), .blob(payload), .integer(modifiedAt), (group ?? existing?.group).map(SQLValue.text) ?? .null, .integer(seq)])
+                if let sets {
+                    try sql.execute("DELETE FROM record_members WHERE account = $1 AND kind = $2 AND id = $3", [.text(account.hex), .text(kind), .text(id)])
+                    for (set, members) in sets {
+                        for member in Set(members) {
+                            try sql.execute(
+                                "INSERT INTO record_members (account, kind, id, set_name, member) VALUES ($1, $2, $3, $4, $5)",
+                                [.text(account.hex), .text(kind), .text(id), .text(set), .text(member)])
+                        }
+                    }
+                }
+                try sql.execute("UPDATE accounts SET history = $2 WHERE id = $1", [.text(account.hex), .integer(seq)])
+                return (HubJSON.response(try record(account, kind: kind, id: id, sql)?.json ?? [:]), true)
+            default:  // DELETE
+                let modifiedAt = try Self.queryInteger(request, "modifiedAt", default: now, range: 0...Int64.max)
+                try sql.lockAccount(account.hex)
+                if try sql.query("SELECT append_only FROM record_kinds WHERE account = $1 AND kind = $2", [.text(account.hex), .text(kind)]).first?[column: 0].int64 == 1 {
+                    throw HubRefusal(409, "append_only", "records of kind \(kind) are append-only: a tombstone never beats a live copy (seed 002)")
+                }
+                guard let existing = try record(account, kind: kind, id: id, sql), !existing.isTombstone else { throw missing }
+                if existing.modifiedAt > modifiedAt {
+                    throw HubRefusal(409, "stale", "a newer version of \(kind)/\(id.prefix(80)) won (modifiedAt \(existing.modifiedAt)); read it and decide again", body: ["record": existing.json])
+                }
+                let seq = try historyID(account, sql) + 1
+                try tombstone(account, kind: kind, id: id, modifiedAt: modifiedAt, seq: seq, sql)
+                try sql.execute("UPDATE accounts SET history = $2 WHERE id = $1", [.text(account.hex), .integer(seq)])
+                return (HubJSON.response(["kind": kind, "id": id, "seq": seq]), true)
+            }
+        }
+        if changed { announce(Self.recordsKey(account.hex)) }
+        return response
+    }
+
+    /// `sets` of a PUT body: `{"labels": ["INBOX", ...]}`, or nil when absent.
+    private static func sets(_ body: JSONBody) throws(HubRefusal) -> [String: [String]]? {
+        guard let value = body.fields["sets"], !(value is NSNull) else { return nil }
+        guard let object = value as? [String: Any] else { throw .badRequest("the field \"sets\" must be an object of lists of strings") }
+        var sets: [String: [String]] = [:]
+        for (name, members) in object {
+            _ = try key(name, field: "sets")
+            guard let list = members as? [String] else { throw .badRequest("the field \"sets\" must be an object of lists of strings") }
+            for member in list { _ = try key(member, field: "sets") }
+            sets[name] = list
+        }
+        return sets
+    }
+
+    /// `PUT /v1/accounts/{a}/kinds/{kind}`: `{"appendOnly": BOOL}`.
+    func putKind(_ account: AccountID, kind kindSegment: String, _ request: HubRequest) throws -> HubResponse {
+        let kind = try Self.key(kindSegment.removingPercentEncodingOrSelf, field: "kind")
+        let body = try HubJSON.object(request.body)
+        guard let flag = body.fields["appendOnly"] as? NSNumber, String(cString: flag.objCType) == "c" else {
+            throw HubRefusal.badRequest("the field \"appendOnly\" must be true or false")
+        }
+        return try transaction { sql in
+            _ = try authenticate(request, account, sql)
+            try sql.execute(
+                "INSERT INTO record_kinds (account, kind, append_only) VALUES ($1, $2, $3) ON CONFLICT (account, kind) DO UPDATE SET append_only = excluded.append_only",
+                [.text(account.hex), .text(kind), .integer(flag.boolValue ? 1 : 0)])
+            return HubJSON.response(["kind": kind, "appendOnly": flag.boolValue])
+        }
+    }
+}

@@ -1,0 +1,228 @@
+import Foundation
+import Stele
+import SteleSQL
+
+/// Server-authoritative records (DESIGN §8.1, HUB-API "Records"): pushes of
+/// mutations merged last-writer-wins on the client's `modifiedAt` (a tie goes
+/// to the tombstone; an append-only kind refuses tombstones, seed 002), member
+/// sets with idempotent add and remove, and mutation ids answered as the first
+/// time. Every change takes the account's next history position under the
+/// account's row lock (``HubSQL/lockAccount(_:)``), so positions are handed out
+/// in commit order: a pager reading `changes` never skips one that commits later.
+extension HubService {
+    /// The wakeup key of an account's change feed.
+    static func recordsKey(_ account: String) -> String { "records:\(account)" }
+
+    /// One mutation of a push, checked before anything is applied.
+    struct Mutation {
+        enum Op: String, CaseIterable {
+            case put, delete, add, remove
+        }
+
+        let id: String
+        let kind: String
+        let record: String
+        let op: Op
+        let payload: [UInt8]?
+        let group: String?
+        let set: String?
+        let member: String?
+        let modifiedAt: Int64
+    }
+
+    /// A record as the hub holds it.
+    struct StoredRecord {
+        let kind: String
+        let id: String
+        let payload: [UInt8]?
+        let modifiedAt: Int64
+        let group: String?
+        let seq: Int64
+        var sets: [String: [String]] = [:]
+
+        var isTombstone: Bool { payload == nil }
+
+        /// HUB-API's record object.
+        var json: [String: Any] {
+            [
+                "kind": kind, "id": id, "payload": payload.map { Data($0).base64EncodedString() as Any } ?? NSNullValue.value,
+                "modifiedAt": modifiedAt, "group": group.map { $0 as Any } ?? NSNullValue.value, "sets": sets.mapValues { $0.sorted() }, "seq": seq,
+            ]
+        }
+    }
+
+    // MARK: - Push
+
+    /// `POST /v1/accounts/{a}/records/push`.
+    func push(_ account: AccountID, _ request: HubRequest) throws -> HubResponse {
+        let body = try HubJSON.object(request.body)
+        guard let list = body.fields["mutations"] else { throw HubRefusal.badRequest("the field \"mutations\" is missing") }
+        guard let items = list as? [Any] else { throw HubRefusal.badRequest("the field \"mutations\" must be a list") }
+        guard items.count <= configuration.maximumMutationsPerPush else {
+            throw HubRefusal.badRequest("the field \"mutations\" holds \(items.count) mutations; at most \(configuration.maximumMutationsPerPush) per push")
+        }
+        let mutations = try items.enumerated().map { index, item in try mutation(item, at: index) }
+        let now = now()
+        let (history, results, changed) = try transaction { sql in
+            _ = try authenticate(request, account, sql)
+            try sql.lockAccount(account.hex)
+            var history = try historyID(account, sql)
+            let before = history
+            let appendOnly = Set(try sql.query("SELECT kind FROM record_kinds WHERE account = $1 AND append_only = 1", [.text(account.hex)]).compactMap { $0[column: 0].string })
+            var results: [[String: Any]] = []
+            for mutation in mutations {
+                if let seen = try sql.query("SELECT result FROM mutations WHERE account = $1 AND mutation = $2", [.text(account.hex), .text(mutation.id)]).first,
+                    let text = seen[column: 0].string, let answer = (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any]
+                {
+                    results.append(answer)
+                    continue
+                }
+                let result = try apply(mutation, account: account, appendOnly: appendOnly.contains(mutation.kind), history: &history, now: now, sql)
+                try sql.execute(
+                    "INSERT INTO mutations (account, mutation, result, created_ms) VALUES ($1, $2, $3, $4)",
+                    [.text(account.hex), .text(mutation.id), .text(HubJSON.encode(result)), .integer(now)])
+                results.append(result)
+            }
+            if history != before { try sql.execute("UPDATE accounts SET history = $2 WHERE id = $1", [.text(account.hex), .integer(history)]) }
+            return (history, results, history != before)
+        }
+        if changed { announce(Self.recordsKey(account.hex)) }
+        return HubJSON.response(["historyId": history, "results": results])
+    }
+
+    /// The account's history id: its highest change position.
+    func historyID(_ account: AccountID, _ sql: any HubSQL) throws -> Int64 {
+        try sql.query("SELECT history FROM accounts WHERE id = $1", [.text(account.hex)]).first?[column: 0].int64 ?? 0
+    }
+
+    /// Applies one mutation; returns its result object. `history` moves by one for each change.
+    private func apply(_ mutation: Mutation, account: AccountID, appendOnly: Bool, history: inout Int64, now: Int64, _ sql: any HubSQL) throws -> [String: Any] {
+        var result: [String: Any] = ["mutation": mutation.id]
+        func answer(_ status: String, reason: String? = nil, seq: Int64? = nil) -> [String: Any] {
+            result["status"] = status
+            if let reason { result["reason"] = reason }
+            if let seq { result["seq"] = seq }
+            return result
+        }
+        let ahead = Int64(configuration.maximumClockAheadSeconds) * 1000
+        if mutation.modifiedAt > now + ahead {
+            result["hubTime"] = now
+            return answer("refused", reason: "clock_skew")
+        }
+        let existing = try record(account, kind: mutation.kind, id: mutation.record, sql)
+        switch mutation.op {
+        case .put:
+            guard let payload = mutation.payload else { preconditionFailure("a put without a payload passed the checks") }
+            if let existing {
+                // Last writer wins on modifiedAt; a tie goes to the tombstone, and between
+                // two live versions to the larger payload (every hub decides alike).
+                if existing.modifiedAt > mutation.modifiedAt { return answer("stale", reason: "a newer version won") }
+                if existing.modifiedAt == mutation.modifiedAt {
+                    guard let current = existing.payload else { return answer("stale", reason: "a tombstone of the same time won") }
+                    if current == payload, existing.group == (mutation.group ?? existing.group) { return answer("applied", seq: existing.seq) }
+                    if current.lexicographicallyPrecedes(payload) == false { return answer("stale", reason: "a version of the same time won") }
+                }
+            }
+            history += 1
+            try sql.execute(
+                """
+                INSERT INTO records (account, kind, id, payload, modified_ms, grp, seq) VALUES ($1, $2, $3, $4, $5, $6, $7)
+                ON CONFLICT (account, kind, id) DO UPDATE SET payload = excluded.payload, modified_ms = excluded.modified_ms, grp = excluded.grp, seq = excluded.seq
+                """,
+                [.text(account.hex), .text(mutation.kind), .text(mutation.record), .blob(payload), .integer(mutation.modifiedAt),
+                 (mutation.group ?? existing?.group).map(SQLValue.text) ?? .null, .integer(history)])
+            return answer("applied", seq: history)
+        case .delete:
+            // 002: a tombstone never beats a live copy of an append-only kind.
+            if appendOnly { return answer("refused", reason: "append_only") }
+            guard let existing, !existing.isTombstone else { return answer("not_found") }
+            if existing.modifiedAt > mutation.modifiedAt { return answer("stale", reason: "a newer version won") }
+            history += 1
+            try tombstone(account, kind: mutation.kind, id: mutation.record, modifiedAt: mutation.modifiedAt, seq: history, sql)
+            return answer("applied", seq: history)
+        case .add, .remove:
+            guard let existing, !existing.isTombstone else { return answer("not_found") }
+            guard let set = mutation.set, let member = mutation.member else { preconditionFailure("a set op without set and member passed the checks") }
+            let key: [SQLValue] = [.text(account.hex), .text(mutation.kind), .text(mutation.record), .text(set), .text(member)]
+            let changed =
+                mutation.op == .add
+                ? try sql.execute("INSERT INTO record_members (account, kind, id, set_name, member) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING", key)
+                : try sql.execute("DELETE FROM record_members WHERE account = $1 AND kind = $2 AND id = $3 AND set_name = $4 AND member = $5", key)
+            // Idempotent: adding a member twice (or removing an absent one) changes nothing.
+            guard changed > 0 else { return answer("applied", seq: existing.seq) }
+            history += 1
+            try sql.execute(
+                "UPDATE records SET seq = $4 WHERE account = $1 AND kind = $2 AND id = $3",
+                [.text(account.hex), .text(mutation.kind), .text(mutation.record), .integer(history)])
+            return answer("applied", seq: history)
+        }
+    }
+
+    /// Turns a record into its tombstone at `seq`: no payload, no members.
+    func tombstone(_ account: AccountID, kind: String, id: String, modifiedAt: Int64, seq: Int64, _ sql: any HubSQL) throws {
+        let key: [SQLValue] = [.text(account.hex), .text(kind), .text(id)]
+        try sql.execute("UPDATE records SET payload = NULL, modified_ms = $4, seq = $5 WHERE account = $1 AND kind = $2 AND id = $3", key + [.integer(modifiedAt), .integer(seq)])
+        try sql.execute("DELETE FROM record_members WHERE account = $1 AND kind = $2 AND id = $3", key)
+    }
+
+    /// The record `kind`/`id` with its sets, tombstone or live; `nil` when the hub never had it.
+    func record(_ account: AccountID, kind: String, id: String, _ sql: any HubSQL) throws -> StoredRecord? {
+        let key: [SQLValue] = [.text(account.hex), .text(kind), .text(id)]
+        guard let row = try sql.query("SELECT payload, modified_ms, grp, seq FROM records WHERE account = $1 AND kind = $2 AND id = $3", key).first else {
+            return nil
+        }
+        var record = StoredRecord(kind: kind, id: id, payload: row[column: 0].bytes, modifiedAt: row[column: 1].int64 ?? 0, group: row[column: 2].string, seq: row[column: 3].int64 ?? 0)
+        for member in try sql.query("SELECT set_name, member FROM record_members WHERE account = $1 AND kind = $2 AND id = $3", key) {
+            guard let set = member[column: 0].string, let name = member[column: 1].string else { continue }
+            record.sets[set, default: []].append(name)
+        }
+        return record
+    }
+
+    // MARK: - Checking a mutation
+
+    /// One item of `mutations`, or a `400` naming the field.
+    private func mutation(_ item: Any, at index: Int) throws(HubRefusal) -> Mutation {
+        guard let fields = item as? [String: Any] else { throw .badRequest("mutations[\(index)] must be an object") }
+        let body = JSONBody(fields: fields)
+        func named(_ message: HubRefusal) -> HubRefusal { .badRequest("mutations[\(index)]: \(message.message)") }
+        do throws(HubRefusal) {
+            let id = try body.string("mutation")
+            guard (1...200).contains(id.utf8.count) else { throw HubRefusal.badRequest("the field \"mutation\" must be 1 to 200 bytes") }
+            let kind = try Self.key(try body.string("kind"), field: "kind")
+            let record = try Self.key(try body.string("id"), field: "id")
+            let opText = try body.string("op")
+            guard let op = Mutation.Op(rawValue: opText) else {
+                throw HubRefusal.badRequest("the field \"op\" is \"\(opText.prefix(40))\"; it must be put, delete, add or remove")
+            }
+            let modifiedAt = try body.integer("modifiedAt")
+            var group = try body.optionalString("group")
+            if let text = group { group = try Self.key(text, field: "group") }
+            var payload: [UInt8]?
+            var set: String?
+            var member: String?
+            switch op {
+            case .put:
+                let bytes = try body.bytes("payload")
+                guard bytes.count <= configuration.maximumRecordBytes else {
+                    throw HubRefusal.badRequest("the field \"payload\" is \(bytes.count) bytes, over the hub's \(configuration.maximumRecordBytes)-byte limit")
+                }
+                payload = bytes
+            case .delete:
+                break
+            case .add, .remove:
+                set = try Self.key(try body.string("set"), field: "set")
+                member = try Self.key(try body.string("member"), field: "member")
+            }
+            return Mutation(id: id, kind: kind, record: record, op: op, payload: payload, group: group, set: set, member: member, modifiedAt: modifiedAt)
+        } catch {
+            throw named(error)
+        }
+    }
+
+    /// A kind, record id, set or member: 1 to 1,024 UTF-8 bytes (the library's key rule).
+    static func key(_ text: String, field: String) throws(HubRefusal) -> String {
+        guard (1...1_024).contains(text.utf8.count) else { throw .badRequest("the field \"\(field)\" must be 1 to 1,024 UTF-8 bytes") }
+        return text
+    }
+}

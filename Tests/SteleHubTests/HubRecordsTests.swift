@@ -1,0 +1,294 @@
+import Foundation
+import Stele
+import SteleHub
+import SteleSQL
+import Testing
+import TestSupport
+
+/// The record API of HUB-API on both backends: last writer wins with ties to
+/// the tombstone, append-only kinds, member sets, mutation ids answered as the
+/// first time, the change feed's paging and long poll, replay, single records,
+/// and every bad input refused whole.
+@Suite(.serialized) struct HubRecordsTests {
+    /// A hub with one account and a session for its founder.
+    struct Account {
+        let hub: HubHarness
+        let account: AccountID
+        let token: String
+        var base: String { "/v1/accounts/\(account.hex)" }
+
+        init(_ backend: Backend, configure: (inout HubService.Configuration) -> Void = { _ in }) throws {
+            hub = try HubHarness(backend, configure: configure)
+            account = try hub.found(Fixtures.identity(1))
+            token = try hub.session(Fixtures.identity(1), account)
+        }
+
+        /// Pushes `mutations`; returns the answer.
+        @discardableResult
+        func push(_ mutations: [[String: Any]]) -> HubResponse {
+            hub.call("POST", "\(base)/records/push", json: ["mutations": mutations], token: token)
+        }
+
+        /// The statuses of a push's results, in order.
+        func statuses(_ mutations: [[String: Any]]) -> [String] {
+            (push(mutations).json["results"] as? [[String: Any]] ?? []).compactMap { $0["status"] as? String }
+        }
+
+        func get(_ kind: String, _ id: String) -> HubResponse { hub.call("GET", "\(base)/records/\(kind)/\(id)", token: token) }
+
+        func payload(_ kind: String, _ id: String) -> String? {
+            (get(kind, id).json["payload"] as? String).flatMap { Data(base64Encoded: $0) }.map { String(decoding: $0, as: UTF8.self) }
+        }
+
+        /// Every change after `since`, paging with `next`; returns them and the last cursor.
+        func pageAll(since: Int64 = 0, limit: Int = 1_000) throws -> (changes: [[String: Any]], next: Int64) {
+            var cursor = since
+            var all: [[String: Any]] = []
+            while true {
+                let page = hub.call("GET", "\(base)/records/changes?since=\(cursor)&limit=\(limit)", token: token)
+                guard page.status == 200 else { throw HarnessError("changes: \(page.status) \(page.text)") }
+                all += page.json["changes"] as? [[String: Any]] ?? []
+                cursor = (page.json["next"] as? NSNumber)?.int64Value ?? cursor
+                if page.json["more"] as? Bool != true { return (all, cursor) }
+            }
+        }
+    }
+
+    static func put(_ id: String, _ value: String, at time: Int64, mutation: String? = nil, kind: String = "note", group: String? = nil) -> [String: Any] {
+        var object: [String: Any] = [
+            "mutation": mutation ?? "m-\(id)-\(time)-\(value)", "kind": kind, "id": id, "op": "put", "payload": Data(value.utf8).base64EncodedString(), "modifiedAt": time,
+        ]
+        if let group { object["group"] = group }
+        return object
+    }
+
+    static func delete(_ id: String, at time: Int64, mutation: String? = nil, kind: String = "note") -> [String: Any] {
+        ["mutation": mutation ?? "d-\(id)-\(time)", "kind": kind, "id": id, "op": "delete", "modifiedAt": time]
+    }
+
+    static func member(_ op: String, _ id: String, _ label: String, mutation: String, kind: String = "note") -> [String: Any] {
+        ["mutation": mutation, "kind": kind, "id": id, "op": op, "set": "labels", "member": label, "modifiedAt": 1]
+    }
+
+    // MARK: - Merging
+
+    @Test(arguments: Backend.allCases) func lastWriterWinsAndATieGoesToTheTombstone(_ backend: Backend) throws {
+        let a = try Account(backend)
+        let t = a.hub.now
+        #expect(a.statuses([Self.put("x", "one", at: t)]) == ["applied"])
+        #expect(a.statuses([Self.put("x", "older", at: t - 1)]) == ["stale"])
+        #expect(a.payload("note", "x") == "one")
+        #expect(a.statuses([Self.put("x", "two", at: t + 1)]) == ["applied"])
+        #expect(a.statuses([Self.delete("x", at: t)]) == ["stale"], "a delete older than the write loses")
+        #expect(a.statuses([Self.delete("x", at: t + 1)]) == ["applied"], "a tie goes to the tombstone")
+        #expect(a.get("note", "x").status == 404)
+        #expect(a.statuses([Self.put("x", "same-time", at: t + 1)]) == ["stale"], "a put at the tombstone's time loses to it")
+        #expect(a.statuses([Self.delete("x", at: t + 5)]) == ["not_found"], "a tombstone is not deleted twice")
+        #expect(a.statuses([Self.delete("never", at: t)]) == ["not_found"])
+        #expect(a.statuses([Self.put("x", "back", at: t + 2)]) == ["applied"], "a newer write brings it back")
+        // Two live writes of the same time: every hub picks the larger payload.
+        #expect(a.statuses([Self.put("y", "b", at: t)]) == ["applied"])
+        #expect(a.statuses([Self.put("y", "a", at: t)]) == ["stale"])
+        #expect(a.statuses([Self.put("y", "c", at: t)]) == ["applied"])
+        #expect(a.payload("note", "y") == "c")
+    }
+
+    @Test(arguments: Backend.allCases) func anAppendOnlyKindRefusesTombstones(_ backend: Backend) throws {
+        let a = try Account(backend)
+        #expect(a.hub.call("PUT", "\(a.base)/kinds/diary", json: ["appendOnly": true], token: a.token).status == 200)
+        #expect(a.statuses([Self.put("d1", "entry", at: 10, kind: "diary")]) == ["applied"])
+        let refused = a.push([Self.delete("d1", at: 99, kind: "diary")]).json["results"] as? [[String: Any]]
+        #expect(refused?.first?["status"] as? String == "refused")
+        #expect(refused?.first?["reason"] as? String == "append_only")
+        #expect(a.hub.call("DELETE", "\(a.base)/records/diary/d1?modifiedAt=99", token: a.token).status == 409)
+        #expect(a.payload("diary", "d1") == "entry", "002: a tombstone never beats a live copy")
+        #expect(a.hub.call("PUT", "\(a.base)/kinds/diary", json: ["appendOnly": "yes"], token: a.token).status == 400)
+    }
+
+    @Test(arguments: Backend.allCases) func memberSetsAddAndRemoveIdempotently(_ backend: Backend) throws {
+        let a = try Account(backend)
+        #expect(a.statuses([Self.put("m1", "mail", at: 1, group: "thread-1")]) == ["applied"])
+        let first = a.push([Self.member("add", "m1", "INBOX", mutation: "a1")])
+        let seq = ((first.json["results"] as? [[String: Any]])?.first?["seq"] as? NSNumber)?.int64Value
+        #expect(a.statuses([Self.member("add", "m1", "INBOX", mutation: "a2"), Self.member("add", "m1", "UNREAD", mutation: "a3")]) == ["applied", "applied"])
+        #expect((a.get("note", "m1").json["sets"] as? [String: [String]]) == ["labels": ["INBOX", "UNREAD"]])
+        // Adding again changes nothing: the record keeps the position of its last real change.
+        let again = a.push([Self.member("add", "m1", "INBOX", mutation: "a4")])
+        #expect(((again.json["results"] as? [[String: Any]])?.first?["seq"] as? NSNumber)?.int64Value ?? 0 > seq ?? 0, "a3 moved it")
+        #expect(a.statuses([Self.member("remove", "m1", "INBOX", mutation: "r1"), Self.member("remove", "m1", "INBOX", mutation: "r2")]) == ["applied", "applied"])
+        #expect((a.get("note", "m1").json["sets"] as? [String: [String]]) == ["labels": ["UNREAD"]])
+        #expect(a.get("note", "m1").json["group"] as? String == "thread-1")
+        #expect(a.statuses([Self.member("add", "ghost", "INBOX", mutation: "g1")]) == ["not_found"])
+        // A delete clears the sets with the payload.
+        #expect(a.statuses([Self.delete("m1", at: 2)]) == ["applied"])
+        #expect(a.statuses([Self.member("add", "m1", "INBOX", mutation: "a5")]) == ["not_found"])
+    }
+
+    @Test(arguments: Backend.allCases) func aMutationSeenBeforeIsAnsweredAsTheFirstTime(_ backend: Backend) throws {
+        let a = try Account(backend)
+        let first = a.push([Self.put("x", "v1", at: 5, mutation: "once")])
+        let history = (first.json["historyId"] as? NSNumber)?.int64Value
+        // The same push again (its answer was lost): nothing applies twice.
+        let retried = a.push([Self.put("x", "v1", at: 5, mutation: "once")])
+        #expect(retried.json["results"] as? NSArray == first.json["results"] as? NSArray)
+        #expect((retried.json["historyId"] as? NSNumber)?.int64Value == history)
+        // Even when the world moved on: a later write, then the old mutation id again.
+        #expect(a.statuses([Self.put("x", "v2", at: 6, mutation: "later")]) == ["applied"])
+        #expect(a.statuses([Self.put("x", "v1", at: 5, mutation: "once")]) == ["applied"], "answered as it was, not re-judged")
+        #expect(a.payload("note", "x") == "v2", "and not applied again")
+        // A stale answer is remembered as stale.
+        #expect(a.statuses([Self.put("x", "old", at: 1, mutation: "lost")]) == ["stale"])
+        #expect(a.statuses([Self.put("x", "old", at: 1, mutation: "lost")]) == ["stale"])
+    }
+
+    @Test(arguments: Backend.allCases) func aWriteFromTooFarAheadIsRefusedWithTheHubsTime(_ backend: Backend) throws {
+        let a = try Account(backend) { $0.maximumClockAheadSeconds = 60 }
+        let results = a.push([Self.put("x", "future", at: a.hub.now + 61_000)]).json["results"] as? [[String: Any]]
+        #expect(results?.first?["status"] as? String == "refused")
+        #expect(results?.first?["reason"] as? String == "clock_skew")
+        #expect((results?.first?["hubTime"] as? NSNumber)?.int64Value == a.hub.now)
+        #expect(a.statuses([Self.put("y", "soon", at: a.hub.now + 59_000)]) == ["applied"])
+    }
+
+    // MARK: - The change feed and replay
+
+    @Test(arguments: Backend.allCases) func changesPageInHistoryOrderAndEndAtTheHistoryID(_ backend: Backend) throws {
+        let a = try Account(backend)
+        for index in 0..<25 { a.push([Self.put("r\(index)", "v", at: Int64(index))]) }
+        a.push([Self.delete("r3", at: 100)])
+        a.push([Self.put("r4", "edited", at: 100)])
+        let (changes, next) = try a.pageAll(limit: 7)
+        // r3 and r4 changed twice: only their latest versions remain, at their new positions.
+        #expect(changes.count == 25)
+        let seqs = changes.compactMap { ($0["seq"] as? NSNumber)?.int64Value }
+        #expect(seqs == seqs.sorted() && Set(seqs).count == seqs.count)
+        #expect(changes.last?["id"] as? String == "r4")
+        #expect(changes.dropLast().last?["id"] as? String == "r3")
+        #expect(changes.dropLast().last?["payload"] is NSNull, "tombstones are in the feed")
+        let status = a.hub.call("GET", "\(a.base)/status", token: a.token)
+        #expect((status.json["historyId"] as? NSNumber)?.int64Value == next)
+        #expect(next == 27)
+        // Nothing after the end; a cursor from the future or of another epoch is rewound history.
+        let empty = a.hub.call("GET", "\(a.base)/records/changes?since=\(next)", token: a.token)
+        #expect(empty.status == 200 && (empty.json["changes"] as? [Any])?.isEmpty == true && empty.json["more"] as? Bool == false)
+        let beyond = a.hub.call("GET", "\(a.base)/records/changes?since=\(next + 1)", token: a.token)
+        #expect(beyond.status == 409 && beyond.errorCode == "history_rewound")
+        #expect((beyond.json["historyId"] as? NSNumber)?.int64Value == next)
+        #expect(beyond.json["epoch"] as? String == empty.json["epoch"] as? String)
+        let foreign = a.hub.call("GET", "\(a.base)/records/changes?since=0&epoch=another", token: a.token)
+        #expect(foreign.status == 409 && foreign.errorCode == "history_rewound")
+    }
+
+    @Test(arguments: Backend.allCases) func aWaitingChangesPollAnswersWhenAPushLands(_ backend: Backend) throws {
+        let a = try Account(backend)
+        let request = HubRequest(method: "GET", target: "\(a.base)/records/changes?since=0&wait=30", headers: ["authorization": "Bearer \(a.token)"])
+        guard case .wait(let wait) = a.hub.service.handle(request) else {
+            Issue.record("an empty feed with wait should park")
+            return
+        }
+        #expect(wait.poll() == nil)
+        let woke = WakeCounter()
+        let ticket = a.hub.service.wakeups.subscribe(wait.key) { woke.add() }
+        a.push([Self.put("x", "v", at: 1)])
+        // On PostgreSQL the wakeup comes back through NOTIFY, a moment later.
+        #expect(try eventually(5) { woke.count == 1 })
+        a.hub.service.wakeups.cancel(ticket)
+        let answer = try #require(wait.poll())
+        #expect((answer.json["changes"] as? [[String: Any]])?.first?["id"] as? String == "x")
+        // The expired wait answers an empty page at the cursor.
+        #expect((wait.expire().json["changes"] as? [Any])?.isEmpty == true)
+    }
+
+    @Test(arguments: Backend.allCases) func replayPagesEveryRecordAndRefusesATokenItNeverIssued(_ backend: Backend) throws {
+        let a = try Account(backend)
+        for index in 0..<9 { a.push([Self.put("r\(index)", "v\(index)", at: 1, kind: index % 2 == 0 ? "even" : "odd")]) }
+        a.push([Self.delete("r0", at: 2, kind: "even")])
+        a.push([Self.member("add", "r1", "STAR", mutation: "s", kind: "odd")])
+        let before = try a.hub.snapshot()
+        var token = ""
+        var seen: [String] = []
+        var pages = 0
+        repeat {
+            let page = a.hub.call("GET", "\(a.base)/records/replay?limit=4\(token.isEmpty ? "" : "&after=\(token.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")")", token: a.token)
+            #expect(page.status == 200, "\(page.text)")
+            let records = page.json["records"] as? [[String: Any]] ?? []
+            seen += records.map { "\($0["kind"] as? String ?? "")/\($0["id"] as? String ?? "")" }
+            if let star = records.first(where: { $0["id"] as? String == "r1" }) { #expect((star["sets"] as? [String: [String]]) == ["labels": ["STAR"]]) }
+            token = page.json["next"] as? String ?? ""
+            pages += 1
+            if page.json["more"] as? Bool != true { break }
+        } while pages < 10
+        #expect(pages == 3)
+        #expect(seen == ["even/r0", "even/r2", "even/r4", "even/r6", "even/r8", "odd/r1", "odd/r3", "odd/r5", "odd/r7"])
+        #expect(try a.hub.snapshot().filter { !$0.hasPrefix("hub_meta") } == before.filter { !$0.hasPrefix("hub_meta") }, "replay touches nothing")
+        let forged = a.hub.call("GET", "\(a.base)/records/replay?after=\(Data("even\u{0}r2".utf8).base64EncodedString()).0000000000000000", token: a.token)
+        #expect(forged.status == 400 && forged.errorCode == "bad_request")
+        #expect(a.hub.call("GET", "\(a.base)/records/replay?after=nonsense", token: a.token).status == 400)
+    }
+
+    // MARK: - Single records
+
+    @Test(arguments: Backend.allCases) func singleRecordsReadWriteAndDelete(_ backend: Backend) throws {
+        let a = try Account(backend)
+        let path = "\(a.base)/records/note/\("a b/c".addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")"
+        #expect(a.hub.call("GET", path, token: a.token).status == 404)
+        let put = a.hub.call("PUT", path, json: ["payload": Data("v".utf8).base64EncodedString(), "modifiedAt": 10, "sets": ["labels": ["INBOX"]]], token: a.token)
+        #expect(put.status == 200)
+        #expect(put.json["id"] as? String == "a b/c")
+        #expect((put.json["sets"] as? [String: [String]]) == ["labels": ["INBOX"]])
+        let stale = a.hub.call("PUT", path, json: ["payload": Data("old".utf8).base64EncodedString(), "modifiedAt": 9], token: a.token)
+        #expect(stale.status == 409 && stale.errorCode == "stale")
+        #expect((stale.json["record"] as? [String: Any])?["modifiedAt"] as? Int == 10)
+        #expect(a.hub.call("DELETE", "\(path)?modifiedAt=5", token: a.token).errorCode == "stale")
+        #expect(a.hub.call("DELETE", "\(path)?modifiedAt=11", token: a.token).status == 200)
+        #expect(a.hub.call("DELETE", "\(path)?modifiedAt=12", token: a.token).status == 404, "deleting a tombstone is 404")
+        #expect(a.hub.call("GET", path, token: a.token).status == 404)
+        // The single-record writes are in the feed like pushes.
+        let (changes, _) = try a.pageAll()
+        #expect(changes.count == 1 && changes[0]["payload"] is NSNull)
+    }
+
+    // MARK: - Bad input
+
+    @Test(arguments: Backend.allCases) func badPushesAreRefusedWholeNamingTheField(_ backend: Backend) throws {
+        let a = try Account(backend) { $0.maximumRecordBytes = 16 }
+        a.push([Self.put("keep", "v", at: 1)])
+        let before = try a.hub.snapshot()
+        let good = Self.put("new", "v", at: 2)
+        var unknownOp = good
+        unknownOp["op"] = "upsert"
+        var noKind = good
+        noKind["kind"] = nil
+        var wrongTime = good
+        wrongTime["modifiedAt"] = "yesterday"
+        var fractionTime = good
+        fractionTime["modifiedAt"] = 1.5
+        var bigPayload = good
+        bigPayload["payload"] = Data(repeating: 1, count: 17).base64EncodedString()
+        var notBase64 = good
+        notBase64["payload"] = "%%%"
+        var longID = good
+        longID["id"] = String(repeating: "i", count: 1_025)
+        let cases: [(Any, String)] = [
+            ([unknownOp], "op"), ([noKind], "kind"), ([wrongTime], "modifiedAt"), ([fractionTime], "modifiedAt"), ([bigPayload], "payload"),
+            ([notBase64], "payload"), ([longID], "id"), ([Self.member("add", "keep", "X", mutation: "x").filter { $0.key != "member" }], "member"),
+            ([["mutation": "s", "kind": "k", "id": "i", "op": "add", "member": "m", "modifiedAt": 1]], "set"),
+            ([good, "not an object"], "mutations[1]"), (Array(repeating: good, count: 1_001), "1001"), ("a string", "mutations"),
+        ]
+        for (mutations, field) in cases {
+            let answer = a.hub.call("POST", "\(a.base)/records/push", json: ["mutations": mutations], token: a.token)
+            #expect(answer.status == 400, "\(field): \(answer.text)")
+            #expect(answer.errorCode == "bad_request")
+            #expect(answer.text.contains(field), "\(field): \(answer.text)")
+        }
+        #expect(a.hub.call("POST", "\(a.base)/records/push", json: [:], token: a.token).status == 400)
+        #expect(a.hub.call("POST", "\(a.base)/records/push", body: Array("{no".utf8), token: a.token).status == 400)
+        #expect(try a.hub.snapshot() == before, "nothing of a refused push is applied")
+        // Wrong or missing tokens, as everywhere.
+        #expect(a.hub.call("POST", "\(a.base)/records/push", json: ["mutations": [good]]).status == 401)
+        #expect(a.hub.call("GET", "\(a.base)/records/changes?since=x", token: a.token).status == 400)
+        #expect(a.hub.call("GET", "\(a.base)/records/changes?limit=1001", token: a.token).status == 400)
+        #expect(a.hub.call("PUT", "\(a.base)/records/note/x", json: ["payload": "AA==", "modifiedAt": true], token: a.token).status == 400)
+        #expect(try a.hub.snapshot() == before)
+    }
+}
