@@ -89,4 +89,57 @@ import TestSupport
         #expect(Set(frames.map(\.1)) == Set((0..<40).map { [UInt8($0)] }))
         for hub in hubs { #expect(hub.signal(SIGTERM) == 0) }
     }
+
+    /// The change feed has no gap (HUB-API "changes"): pushers on two hub processes
+    /// race one pager. Each record is written once, so a change the pager skipped
+    /// (one that committed after the pager read past its position) is a record it
+    /// never sees.
+    @Test func aPagerNeverSkipsAChangeWhilePushersRaceThroughTwoHubs() throws {
+        let url = try PostgresTestCluster.url()
+        let hubs = [try HubProcessTests.HubProcess(["--postgres", url, "--open"]), try HubProcessTests.HubProcess(["--postgres", url, "--open"])]
+        let founder = Fixtures.identity(1)
+        let account = AccountID.generate()
+        try HubDirectory(client: HubClient(hub: hubs[0].url, account: account, identity: founder)).found(try Roster.founding(account: account, by: founder))
+        let clients = hubs.map { HubClient(hub: $0.url, account: account, identity: founder) }
+        let pushers = 4
+        let pushesEach = 30
+        let recordsPerPush = 5
+        let finished = Atomic<Int>(0)
+        let seen = Mutex<(ids: Set<String>, seqs: [Int64], pages: Int)>(([], [], 0))
+        let pagerDone = DispatchSemaphore(value: 0)
+        Thread {
+            var cursor: Int64 = 0
+            while true {
+                let pushersDone = finished.load(ordering: .acquiring) == pushers
+                guard let page = try? clients[1].send("GET", "\(clients[1].accountPath)/records/changes?since=\(cursor)&limit=7"), page.status == 200 else { break }
+                let changes = page.json["changes"] as? [[String: Any]] ?? []
+                seen.withLock { state in
+                    state.ids.formUnion(changes.compactMap { $0["id"] as? String })
+                    state.seqs += changes.compactMap { ($0["seq"] as? NSNumber)?.int64Value }
+                    state.pages += 1
+                }
+                cursor = (page.json["next"] as? NSNumber)?.int64Value ?? cursor
+                // Done once the pushers were done before this read and it reached the end.
+                if pushersDone && page.json["more"] as? Bool == false { break }
+            }
+            pagerDone.signal()
+        }.start()
+        DispatchQueue.concurrentPerform(iterations: pushers) { pusher in
+            let client = clients[pusher % 2]
+            for push in 0..<pushesEach {
+                let mutations: [[String: Any]] = (0..<recordsPerPush).map { index in
+                    let id = "p\(pusher)-\(push)-\(index)"
+                    return ["mutation": id, "kind": "note", "id": id, "op": "put", "payload": "AA==", "modifiedAt": 1]
+                }
+                _ = try? client.send("POST", "\(client.accountPath)/records/push", json: ["mutations": mutations])
+            }
+            finished.add(1, ordering: .releasing)
+        }
+        #expect(pagerDone.wait(timeout: .now() + 120) == .success)
+        let result = seen.withLock { $0 }
+        #expect(result.ids.count == pushers * pushesEach * recordsPerPush, "the pager missed \(pushers * pushesEach * recordsPerPush - result.ids.count) changes")
+        #expect(result.seqs == result.seqs.sorted() && Set(result.seqs).count == result.seqs.count, "positions come once each, in order")
+        #expect(result.pages > 10, "the pager read while the pushers pushed")
+        for hub in hubs { #expect(hub.signal(SIGTERM) == 0) }
+    }
 }
