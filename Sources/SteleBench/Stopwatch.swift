@@ -1,13 +1,15 @@
 import Dispatch
 
 /// Monotonic wall time for benchmarks (never used by protocol logic).
-struct Stopwatch {
+package struct Stopwatch {
     private let start = DispatchTime.now().uptimeNanoseconds
 
-    var elapsedSeconds: Double { Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9 }
+    package init() {}
+
+    package var elapsedSeconds: Double { Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9 }
 
     /// Runs `body` and returns its duration in seconds.
-    static func time(_ body: () throws -> Void) rethrows -> Double {
+    package static func time(_ body: () throws -> Void) rethrows -> Double {
         let watch = Stopwatch()
         try body()
         return watch.elapsedSeconds

@@ -42,14 +42,16 @@ extension HubService {
     }
 
     /// One page of changes after `since`.
-    struct ChangesPage {
-        let records: [StoredRecord]
+    struct ChangesPage: Encodable {
+        let changes: [StoredRecord]
         let next: Int64
         let epoch: String
         let more: Bool
 
+        var records: [StoredRecord] { changes }
+
         var response: HubResponse {
-            HubJSON.response(["changes": records.map(\.json), "next": next, "epoch": epoch, "more": more])
+            (try? HubService.encoded(self)) ?? .error(500, "internal", "the page could not be encoded")
         }
     }
 
@@ -76,7 +78,7 @@ extension HubService {
             try attachSets(&records, account, "r.seq >= $2 AND r.seq <= $3", [.integer(first.seq), .integer(last.seq)], sql)
         }
         let next = more ? (records.last?.seq ?? since) : max(history, records.last?.seq ?? since)
-        return ChangesPage(records: records, next: next, epoch: epoch, more: more)
+        return ChangesPage(changes: records, next: next, epoch: epoch, more: more)
     }
 
     static func storedRecord(_ row: [SQLValue]) -> StoredRecord? {
@@ -131,7 +133,12 @@ extension HubService {
                     bounds + [.text(last.kind), .text(last.id)], sql)
             }
             let next = records.last.map { Self.replayToken(kind: $0.kind, id: $0.id, secret: secret) } ?? (request.query["after"] ?? "")
-            return HubJSON.response(["records": records.map(\.json), "next": next, "more": more])
+            struct Page: Encodable {
+                let records: [StoredRecord]
+                let next: String
+                let more: Bool
+            }
+            return try Self.encoded(Page(records: records, next: next, more: more))
         }
     }
 

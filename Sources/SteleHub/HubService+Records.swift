@@ -30,8 +30,8 @@ extension HubService {
         let modifiedAt: Int64
     }
 
-    /// A record as the hub holds it.
-    struct StoredRecord {
+    /// A record as the hub holds it; encoded, HUB-API's record object.
+    struct StoredRecord: Encodable {
         let kind: String
         let id: String
         let payload: [UInt8]?
@@ -42,7 +42,23 @@ extension HubService {
 
         var isTombstone: Bool { payload == nil }
 
-        /// HUB-API's record object.
+        enum CodingKeys: String, CodingKey {
+            case kind, id, payload, modifiedAt, group, sets, seq
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(kind, forKey: .kind)
+            try container.encode(id, forKey: .id)
+            // Both nullable fields are always present: `null` is a tombstone's payload.
+            try container.encode(payload.map { Data($0).base64EncodedString() }, forKey: .payload)
+            try container.encode(modifiedAt, forKey: .modifiedAt)
+            try container.encode(group, forKey: .group)
+            try container.encode(sets.mapValues { $0.sorted() }, forKey: .sets)
+            try container.encode(seq, forKey: .seq)
+        }
+
+        /// HUB-API's record object, for bodies built as dictionaries.
         var json: [String: Any] {
             [
                 "kind": kind, "id": id, "payload": payload.map { Data($0).base64EncodedString() as Any } ?? NSNullValue.value,
@@ -51,17 +67,25 @@ extension HubService {
         }
     }
 
+    /// A push's answer for one mutation.
+    struct MutationResult: Codable {
+        let mutation: String
+        var status = ""
+        var seq: Int64?
+        var reason: String?
+        var hubTime: Int64?
+    }
+
+    /// A 200 answer with `value` as its JSON body, encoded without bridging through Foundation's dictionaries.
+    static func encoded(_ value: some Encodable) throws -> HubResponse {
+        HubResponse(status: 200, headers: ["Content-Type": "application/json"], body: Array(try JSONEncoder().encode(value)))
+    }
+
     // MARK: - Push
 
     /// `POST /v1/accounts/{a}/records/push`.
     func push(_ account: AccountID, _ request: HubRequest) throws -> HubResponse {
-        let body = try HubJSON.object(request.body)
-        guard let list = body.fields["mutations"] else { throw HubRefusal.badRequest("the field \"mutations\" is missing") }
-        guard let items = list as? [Any] else { throw HubRefusal.badRequest("the field \"mutations\" must be a list") }
-        guard items.count <= configuration.maximumMutationsPerPush else {
-            throw HubRefusal.badRequest("the field \"mutations\" holds \(items.count) mutations; at most \(configuration.maximumMutationsPerPush) per push")
-        }
-        let mutations = try items.enumerated().map { index, item in try mutation(item, at: index) }
+        let mutations = try Self.mutations(request.body, configuration: configuration)
         let now = now()
         let (history, results, changed) = try transaction { sql in
             _ = try authenticate(request, account, sql)
@@ -69,10 +93,12 @@ extension HubService {
             var history = try historyID(account, sql)
             let before = history
             let appendOnly = Set(try sql.query("SELECT kind FROM record_kinds WHERE account = $1 AND append_only = 1", [.text(account.hex)]).compactMap { $0[column: 0].string })
-            var results: [[String: Any]] = []
+            let decoder = JSONDecoder()
+            let encoder = JSONEncoder()
+            var results: [MutationResult] = []
             for mutation in mutations {
                 if let seen = try sql.query("SELECT result FROM mutations WHERE account = $1 AND mutation = $2", [.text(account.hex), .text(mutation.id)]).first,
-                    let text = seen[column: 0].string, let answer = (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any]
+                    let text = seen[column: 0].string, let answer = try? decoder.decode(MutationResult.self, from: Data(text.utf8))
                 {
                     results.append(answer)
                     continue
@@ -80,14 +106,18 @@ extension HubService {
                 let result = try apply(mutation, account: account, appendOnly: appendOnly.contains(mutation.kind), history: &history, now: now, sql)
                 try sql.execute(
                     "INSERT INTO mutations (account, mutation, result, created_ms) VALUES ($1, $2, $3, $4)",
-                    [.text(account.hex), .text(mutation.id), .text(HubJSON.encode(result)), .integer(now)])
+                    [.text(account.hex), .text(mutation.id), .text(String(decoding: try encoder.encode(result), as: UTF8.self)), .integer(now)])
                 results.append(result)
             }
             if history != before { try sql.execute("UPDATE accounts SET history = $2 WHERE id = $1", [.text(account.hex), .integer(history)]) }
             return (history, results, history != before)
         }
         if changed { announce(Self.recordsKey(account.hex)) }
-        return HubJSON.response(["historyId": history, "results": results])
+        struct Answer: Encodable {
+            let historyId: Int64
+            let results: [MutationResult]
+        }
+        return try Self.encoded(Answer(historyId: history, results: results))
     }
 
     /// The account's history id: its highest change position.
@@ -96,17 +126,17 @@ extension HubService {
     }
 
     /// Applies one mutation; returns its result object. `history` moves by one for each change.
-    private func apply(_ mutation: Mutation, account: AccountID, appendOnly: Bool, history: inout Int64, now: Int64, _ sql: any HubSQL) throws -> [String: Any] {
-        var result: [String: Any] = ["mutation": mutation.id]
-        func answer(_ status: String, reason: String? = nil, seq: Int64? = nil) -> [String: Any] {
-            result["status"] = status
-            if let reason { result["reason"] = reason }
-            if let seq { result["seq"] = seq }
+    private func apply(_ mutation: Mutation, account: AccountID, appendOnly: Bool, history: inout Int64, now: Int64, _ sql: any HubSQL) throws -> MutationResult {
+        var result = MutationResult(mutation: mutation.id)
+        func answer(_ status: String, reason: String? = nil, seq: Int64? = nil) -> MutationResult {
+            result.status = status
+            result.reason = reason
+            result.seq = seq
             return result
         }
         let ahead = Int64(configuration.maximumClockAheadSeconds) * 1000
         if mutation.modifiedAt > now + ahead {
-            result["hubTime"] = now
+            result.hubTime = now
             return answer("refused", reason: "clock_skew")
         }
         let existing = try record(account, kind: mutation.kind, id: mutation.record, sql)
@@ -181,43 +211,118 @@ extension HubService {
 
     // MARK: - Checking a mutation
 
-    /// One item of `mutations`, or a `400` naming the field.
-    private func mutation(_ item: Any, at index: Int) throws(HubRefusal) -> Mutation {
-        guard let fields = item as? [String: Any] else { throw .badRequest("mutations[\(index)] must be an object") }
-        let body = JSONBody(fields: fields)
-        func named(_ message: HubRefusal) -> HubRefusal { .badRequest("mutations[\(index)]: \(message.message)") }
-        do throws(HubRefusal) {
-            let id = try body.string("mutation")
-            guard (1...200).contains(id.utf8.count) else { throw HubRefusal.badRequest("the field \"mutation\" must be 1 to 200 bytes") }
-            let kind = try Self.key(try body.string("kind"), field: "kind")
-            let record = try Self.key(try body.string("id"), field: "id")
-            let opText = try body.string("op")
-            guard let op = Mutation.Op(rawValue: opText) else {
-                throw HubRefusal.badRequest("the field \"op\" is \"\(opText.prefix(40))\"; it must be put, delete, add or remove")
-            }
-            let modifiedAt = try body.integer("modifiedAt")
-            var group = try body.optionalString("group")
-            if let text = group { group = try Self.key(text, field: "group") }
-            var payload: [UInt8]?
-            var set: String?
-            var member: String?
-            switch op {
-            case .put:
-                let bytes = try body.bytes("payload")
-                guard bytes.count <= configuration.maximumRecordBytes else {
-                    throw HubRefusal.badRequest("the field \"payload\" is \(bytes.count) bytes, over the hub's \(configuration.maximumRecordBytes)-byte limit")
-                }
-                payload = bytes
-            case .delete:
-                break
-            case .add, .remove:
-                set = try Self.key(try body.string("set"), field: "set")
-                member = try Self.key(try body.string("member"), field: "member")
-            }
-            return Mutation(id: id, kind: kind, record: record, op: op, payload: payload, group: group, set: set, member: member, modifiedAt: modifiedAt)
-        } catch {
-            throw named(error)
+    /// A push's body as it arrives: each field typed, so a wrong type is a
+    /// decoding error that names it.
+    private struct PushBody: Decodable {
+        struct Item: Decodable {
+            let mutation: String?
+            let kind: String?
+            let id: String?
+            let op: String?
+            let payload: String?
+            let group: String?
+            let set: String?
+            let member: String?
+            let modifiedAt: WholeNumber?
         }
+
+        /// A JSON integer: a fraction or a number past 2^53 is refused naming its field
+        /// (Foundation's decoder would call the whole body invalid).
+        struct WholeNumber: Decodable {
+            let value: Int64
+
+            init(from decoder: any Decoder) throws {
+                let container = try decoder.singleValueContainer()
+                if let whole = try? container.decode(Int64.self) {
+                    value = whole
+                    return
+                }
+                let number = try container.decode(Double.self)
+                guard number.rounded() == number, abs(number) <= 9_007_199_254_740_991 else {
+                    throw DecodingError.dataCorruptedError(in: container, debugDescription: "must be an integer, not \(number)")
+                }
+                value = Int64(number)
+            }
+        }
+
+        let mutations: [Item]?
+    }
+
+    /// The mutations of a push body, checked before anything is applied.
+    /// - Throws: `400 bad_request` naming the mutation and the field.
+    static func mutations(_ body: [UInt8], configuration: Configuration) throws(HubRefusal) -> [Mutation] {
+        guard !body.isEmpty else { throw .badRequest("the body is empty; send {\"mutations\": [...]}") }
+        let parsed: PushBody
+        do {
+            parsed = try JSONDecoder().decode(PushBody.self, from: Data(body))
+        } catch let error as DecodingError {
+            throw .badRequest(describe(error))
+        } catch {
+            throw .badRequest("the body is not valid JSON")
+        }
+        guard let items = parsed.mutations else { throw .badRequest("the field \"mutations\" is missing") }
+        guard items.count <= configuration.maximumMutationsPerPush else {
+            throw .badRequest("the field \"mutations\" holds \(items.count) mutations; at most \(configuration.maximumMutationsPerPush) per push")
+        }
+        return try items.enumerated().map { index, item throws(HubRefusal) in try mutation(item, at: index, configuration: configuration) }
+    }
+
+    /// A decoding error as a message naming the field (`mutations[3].modifiedAt`).
+    private static func describe(_ error: DecodingError) -> String {
+        func path(_ keys: [any CodingKey]) -> String {
+            keys.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined().trimmingPrefix(".").description
+        }
+        switch error {
+        case .typeMismatch(_, let context), .valueNotFound(_, let context):
+            return "the field \"\(path(context.codingPath))\" has the wrong type: \(context.debugDescription)"
+        case .dataCorrupted(let context) where !context.codingPath.isEmpty:
+            return "the field \"\(path(context.codingPath))\" is malformed: \(context.debugDescription)"
+        case .keyNotFound(let key, let context):
+            return "the field \"\(path(context.codingPath + [key]))\" is missing"
+        default:
+            return "the body is not valid JSON"
+        }
+    }
+
+    /// One item of `mutations`, or a `400` naming the field.
+    private static func mutation(_ item: PushBody.Item, at index: Int, configuration: Configuration) throws(HubRefusal) -> Mutation {
+        func refuse(_ message: String) -> HubRefusal { .badRequest("mutations[\(index)]: \(message)") }
+        func required(_ value: String?, _ field: String) throws(HubRefusal) -> String {
+            guard let value else { throw refuse("the field \"\(field)\" is missing") }
+            return value
+        }
+        func checkedKey(_ value: String?, _ field: String) throws(HubRefusal) -> String {
+            let text = try required(value, field)
+            guard (1...1_024).contains(text.utf8.count) else { throw refuse("the field \"\(field)\" must be 1 to 1,024 UTF-8 bytes") }
+            return text
+        }
+        let id = try required(item.mutation, "mutation")
+        guard (1...200).contains(id.utf8.count) else { throw refuse("the field \"mutation\" must be 1 to 200 bytes") }
+        let kind = try checkedKey(item.kind, "kind")
+        let record = try checkedKey(item.id, "id")
+        let opText = try required(item.op, "op")
+        guard let op = Mutation.Op(rawValue: opText) else {
+            throw refuse("the field \"op\" is \"\(opText.prefix(40))\"; it must be put, delete, add or remove")
+        }
+        guard let modifiedAt = item.modifiedAt?.value else { throw refuse("the field \"modifiedAt\" is missing") }
+        let group = try item.group.map { text throws(HubRefusal) in try checkedKey(text, "group") }
+        var payload: [UInt8]?
+        var set: String?
+        var member: String?
+        switch op {
+        case .put:
+            guard let data = Data(base64Encoded: try required(item.payload, "payload")) else { throw refuse("the field \"payload\" must be standard padded base64") }
+            guard data.count <= configuration.maximumRecordBytes else {
+                throw refuse("the field \"payload\" is \(data.count) bytes, over the hub's \(configuration.maximumRecordBytes)-byte limit")
+            }
+            payload = [UInt8](data)
+        case .delete:
+            break
+        case .add, .remove:
+            set = try checkedKey(item.set, "set")
+            member = try checkedKey(item.member, "member")
+        }
+        return Mutation(id: id, kind: kind, record: record, op: op, payload: payload, group: group, set: set, member: member, modifiedAt: modifiedAt)
     }
 
     /// A kind, record id, set or member: 1 to 1,024 UTF-8 bytes (the library's key rule).

@@ -42,7 +42,10 @@ enum HubBenchCommand {
         if wanted("hub.fleet") {
             figures.append(contentsOf: try FleetBench.run(quick: quick, say: say))
         }
-        guard !figures.isEmpty else { throw UsageError(message: "--only \(only) names no figure; the figures start hub.relay, hub.connections or hub.fleet") }
+        if wanted("hub.push") || wanted("hub.pull") {
+            figures.append(contentsOf: try RecordsBench.run(quick: quick, postgres: options.values["--postgres"], say: say))
+        }
+        guard !figures.isEmpty else { throw UsageError(message: "--only \(only) names no figure; the figures start hub.relay, hub.connections, hub.fleet, hub.push or hub.pull") }
         if options.flags.contains("--json") {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -69,6 +72,8 @@ enum HubBenchCommand {
         let phoneToken: String
         let laptopToken: String
         let laptop: DeviceID
+        /// The account's founding device (the records' writer in ``RecordsBench``).
+        let phone: DeviceIdentity
         var base: URL { URL(string: "http://127.0.0.1:\(server.port)")! }
 
         init(storage: any HubStorage, account: AccountID = AccountID.generate(), phone: DeviceIdentity? = nil, laptop: DeviceIdentity? = nil) throws {
@@ -81,6 +86,7 @@ enum HubBenchCommand {
             server = try HubServer(handler: service, configuration: serverConfiguration)
             self.account = account
             let phone = try phone ?? DeviceIdentity.generate()
+            self.phone = phone
             let laptopIdentity = try laptop ?? DeviceIdentity.generate()
             self.laptop = laptopIdentity.deviceID
             let roster = try Roster.founding(account: account, by: phone)

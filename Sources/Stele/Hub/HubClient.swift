@@ -102,10 +102,10 @@ public final class HubClient: Sendable {
         return try outcome.get()
     }
 
-    /// The body's bytes: `json` encoded (keys sorted) when given, else `body`.
+    /// The body's bytes: `json` encoded when given, else `body`.
     private static func encode(_ json: [String: Any]?, _ body: [UInt8]) throws -> (bytes: [UInt8], isJSON: Bool) {
         guard let json else { return (body, false) }
-        return (Array(try JSONSerialization.data(withJSONObject: json, options: [.sortedKeys])), true)
+        return (Array(try JSONSerialization.data(withJSONObject: json)), true)
     }
 
     /// Every request goes through here: the token, the one retry after a `401`.

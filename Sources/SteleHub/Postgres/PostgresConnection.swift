@@ -8,14 +8,14 @@ import SteleSQL
 /// the listener and notifier threads own theirs). Statements run through
 /// ``run(_:_:)`` with numbered parameters; bytes travel as binary `bytea`
 /// parameters and come back as hex text, so any bytes round-trip, NULs included.
-final class PostgresConnection {
+package final class PostgresConnection {
     /// The `PGconn *`.
     private let handle: OpaquePointer
 
     /// Connects to `url` (a `postgresql://` URI or a `key=value` string); waits
     /// at most `connectTimeoutSeconds` unless the URL sets its own.
     /// - Throws: ``PostgresError`` with `connectionLost` set when the server cannot be reached.
-    init(url: String, connectTimeoutSeconds: Int = 5) throws {
+    package init(url: String, connectTimeoutSeconds: Int = 5) throws {
         // Earlier keywords are defaults: the expanded URL (dbname) overrides them.
         let pairs: [(String, String)] = [
             ("connect_timeout", String(connectTimeoutSeconds)),
@@ -69,7 +69,7 @@ final class PostgresConnection {
     /// - Returns: every row (columns in select order) and the number of rows the
     ///   statement changed.
     /// - Throws: ``PostgresError``.
-    func run(_ sql: String, _ arguments: [SQLValue] = []) throws -> (rows: [[SQLValue]], changed: Int) {
+    package func run(_ sql: String, _ arguments: [SQLValue] = []) throws -> (rows: [[SQLValue]], changed: Int) {
         let count = arguments.count
         var types = [Oid](repeating: 0, count: count)
         var lengths = [Int32](repeating: 0, count: count)

@@ -1,0 +1,119 @@
+import Foundation
+import Stele
+import SteleBench
+import SteleHub
+import SteleHubServer
+import SteleSQL
+
+/// The record API's figures (issue 18): pushes and pulls over loopback HTTP,
+/// each against the same rows written or read straight in the database by
+/// this process.
+enum RecordsBench {
+    static func run(quick: Bool, postgres: String?, say: (String) -> Void) throws -> [BenchmarkFigure] {
+        let count = quick ? 10_000 : 100_000
+        var figures: [BenchmarkFigure] = []
+        say("hub.push ...")
+        let directory = NSTemporaryDirectory() + "stele-hub-records-bench-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let rig = try HubBenchCommand.Rig(storage: try SQLiteHubStorage(path: "\(directory)/hub.sqlite"))
+        let pushed = try pushAll(count, to: rig)
+        let raw = try rawSQLite(count, path: "\(directory)/raw.sqlite")
+        figures.append(BenchmarkFigure(name: "hub.push", value: Double(count) / pushed, unit: "mutations/s", baseline: Double(count) / raw, target: .ratioAtLeast(0.3)))
+        say("hub.pull ...")
+        let pulled = try pullAll(count, from: rig)
+        let select = try Stopwatch.time {
+            _ = try rig.storage.transaction { sql in
+                try sql.query("SELECT kind, id, payload, modified_ms, grp, seq FROM records WHERE account = $1 ORDER BY seq", [.text(rig.account.hex)])
+            }
+        }
+        rig.stop()
+        figures.append(BenchmarkFigure(name: "hub.pull", value: pulled, unit: "seconds", baseline: select, target: .ratioAtMost(3)))
+        if let postgres {
+            say("hub.push.postgresql ...")
+            let pgRig = try HubBenchCommand.Rig(storage: try PostgresHubStorage(url: postgres))
+            defer { pgRig.stop() }
+            let pushedPG = try pushAll(count, to: pgRig)
+            let rawPG = try rawPostgres(count, url: postgres)
+            figures.append(
+                BenchmarkFigure(name: "hub.push.postgresql", value: Double(count) / pushedPG, unit: "mutations/s", baseline: Double(count) / rawPG, target: .ratioAtLeast(0.5)))
+        }
+        return figures
+    }
+
+    /// The 100-byte payload of mutation `index`, as the raw baselines write it too.
+    static func payload(_ index: Int) -> [UInt8] { (0..<100).map { UInt8(truncatingIfNeeded: index &+ $0 &* 31) } }
+
+    /// Seconds to push `count` put mutations in pushes of 1,000.
+    static func pushAll(_ count: Int, to rig: HubBenchCommand.Rig) throws -> Double {
+        let client = HubClient(hub: rig.base, account: rig.account, identity: rig.phone, timeoutSeconds: 120)
+        let bodies: [[String: Any]] = stride(from: 0, to: count, by: 1_000).map { start in
+            ["mutations": (start..<min(start + 1_000, count)).map { index -> [String: Any] in
+                ["mutation": "bench-\(index)", "kind": "note", "id": "record-\(index)", "op": "put", "payload": Data(payload(index)).base64EncodedString(), "modifiedAt": index]
+            }]
+        }
+        _ = try client.send("GET", "\(client.accountPath)/status")
+        return try Stopwatch.time {
+            for body in bodies {
+                let answer = try client.send("POST", "\(client.accountPath)/records/push", json: body)
+                guard answer.status == 200 else { throw HubBenchCommand.BenchError("a push was answered \(answer.status): \(String(decoding: answer.body.prefix(200), as: UTF8.self))") }
+            }
+        }
+    }
+
+    /// Seconds to page every change, 1,000 at a time.
+    static func pullAll(_ count: Int, from rig: HubBenchCommand.Rig) throws -> Double {
+        let client = HubClient(hub: rig.base, account: rig.account, identity: rig.phone, timeoutSeconds: 120)
+        var pulled = 0
+        let seconds = try Stopwatch.time {
+            var cursor: Int64 = 0
+            while true {
+                let page = try client.send("GET", "\(client.accountPath)/records/changes?since=\(cursor)&limit=1000")
+                guard page.status == 200 else { throw HubBenchCommand.BenchError("a page was answered \(page.status)") }
+                pulled += (page.json["changes"] as? [Any])?.count ?? 0
+                cursor = (page.json["next"] as? NSNumber)?.int64Value ?? cursor
+                if page.json["more"] as? Bool != true { break }
+            }
+        }
+        guard pulled == count else { throw HubBenchCommand.BenchError("the pull brought \(pulled) of \(count) changes") }
+        return seconds
+    }
+
+    /// The baseline: the same upserts into the same table, straight into SQLite, 1,000 per transaction.
+    static func rawSQLite(_ count: Int, path: String) throws -> Double {
+        let connection = try Connection(path: path)
+        try connection.executeScript(
+            "CREATE TABLE records (account TEXT NOT NULL, kind TEXT NOT NULL, id TEXT NOT NULL, payload BLOB, modified_ms INTEGER NOT NULL, grp TEXT, seq INTEGER NOT NULL, PRIMARY KEY (account, kind, id)); CREATE INDEX records_by_seq ON records (account, seq)")
+        return try Stopwatch.time {
+            for start in stride(from: 0, to: count, by: 1_000) {
+                try connection.transaction {
+                    for index in start..<min(start + 1_000, count) {
+                        try connection.execute(
+                            "INSERT INTO records (account, kind, id, payload, modified_ms, grp, seq) VALUES (?, 'note', ?, ?, ?, NULL, ?) ON CONFLICT (account, kind, id) DO UPDATE SET payload = excluded.payload, modified_ms = excluded.modified_ms, seq = excluded.seq",
+                            [.text("bench"), .text("record-\(index)"), .blob(payload(index)), .integer(Int64(index)), .integer(Int64(index + 1))])
+                    }
+                }
+            }
+        }
+    }
+
+    /// The baseline on PostgreSQL: the same rows inserted with libpq, 1,000 per transaction on one connection.
+    static func rawPostgres(_ count: Int, url: String) throws -> Double {
+        let connection = try PostgresConnection(url: url)
+        _ = try connection.run("DROP TABLE IF EXISTS bench_records")
+        _ = try connection.run(
+            "CREATE TABLE bench_records (account TEXT NOT NULL, kind TEXT NOT NULL, id TEXT NOT NULL, payload BYTEA, modified_ms BIGINT NOT NULL, grp TEXT, seq BIGINT NOT NULL, PRIMARY KEY (account, kind, id))")
+        defer { _ = try? connection.run("DROP TABLE bench_records") }
+        return try Stopwatch.time {
+            for start in stride(from: 0, to: count, by: 1_000) {
+                _ = try connection.run("BEGIN")
+                for index in start..<min(start + 1_000, count) {
+                    _ = try connection.run(
+                        "INSERT INTO bench_records (account, kind, id, payload, modified_ms, grp, seq) VALUES ($1, 'note', $2, $3, $4, NULL, $5) ON CONFLICT (account, kind, id) DO UPDATE SET payload = excluded.payload, modified_ms = excluded.modified_ms, seq = excluded.seq",
+                        [.text("bench"), .text("record-\(index)"), .blob(payload(index)), .integer(Int64(index)), .integer(Int64(index + 1))])
+                }
+                _ = try connection.run("COMMIT")
+            }
+        }
+    }
+}
