@@ -44,18 +44,47 @@ enum RecordsBench {
     /// The 100-byte payload of mutation `index`, as the raw baselines write it too.
     static func payload(_ index: Int) -> [UInt8] { (0..<100).map { UInt8(truncatingIfNeeded: index &+ $0 &* 31) } }
 
-    /// Seconds to push `count` put mutations in pushes of 1,000.
+    /// A push as a Swift client builds it (Codable, as apps do).
+    struct Push: Encodable {
+        struct Mutation: Encodable {
+            let mutation: String
+            let kind: String
+            let id: String
+            let op: String
+            let payload: String
+            let modifiedAt: Int64
+        }
+
+        let mutations: [Mutation]
+    }
+
+    /// A page of changes as a Swift client reads it.
+    struct Page: Decodable {
+        struct Change: Decodable {
+            let kind: String
+            let id: String
+            let payload: String?
+            let seq: Int64
+        }
+
+        let changes: [Change]
+        let next: Int64
+        let more: Bool
+    }
+
+    /// Seconds to push `count` put mutations in pushes of 1,000, each encoded by
+    /// the client as it goes.
     static func pushAll(_ count: Int, to rig: HubBenchCommand.Rig) throws -> Double {
         let client = HubClient(hub: rig.base, account: rig.account, identity: rig.phone, timeoutSeconds: 120)
-        let bodies: [[String: Any]] = stride(from: 0, to: count, by: 1_000).map { start in
-            ["mutations": (start..<min(start + 1_000, count)).map { index -> [String: Any] in
-                ["mutation": "bench-\(index)", "kind": "note", "id": "record-\(index)", "op": "put", "payload": Data(payload(index)).base64EncodedString(), "modifiedAt": index]
-            }]
-        }
+        let payloads = (0..<count).map { Data(payload($0)).base64EncodedString() }
         _ = try client.send("GET", "\(client.accountPath)/status")
+        let encoder = JSONEncoder()
         return try Stopwatch.time {
-            for body in bodies {
-                let answer = try client.send("POST", "\(client.accountPath)/records/push", json: body)
+            for start in stride(from: 0, to: count, by: 1_000) {
+                let push = Push(mutations: (start..<min(start + 1_000, count)).map { index in
+                    .init(mutation: "bench-\(index)", kind: "note", id: "record-\(index)", op: "put", payload: payloads[index], modifiedAt: Int64(index))
+                })
+                let answer = try client.send("POST", "\(client.accountPath)/records/push", body: Array(try encoder.encode(push)))
                 guard answer.status == 200 else { throw HubBenchCommand.BenchError("a push was answered \(answer.status): \(String(decoding: answer.body.prefix(200), as: UTF8.self))") }
             }
         }
@@ -64,15 +93,17 @@ enum RecordsBench {
     /// Seconds to page every change, 1,000 at a time.
     static func pullAll(_ count: Int, from rig: HubBenchCommand.Rig) throws -> Double {
         let client = HubClient(hub: rig.base, account: rig.account, identity: rig.phone, timeoutSeconds: 120)
+        let decoder = JSONDecoder()
         var pulled = 0
         let seconds = try Stopwatch.time {
             var cursor: Int64 = 0
             while true {
-                let page = try client.send("GET", "\(client.accountPath)/records/changes?since=\(cursor)&limit=1000")
-                guard page.status == 200 else { throw HubBenchCommand.BenchError("a page was answered \(page.status)") }
-                pulled += (page.json["changes"] as? [Any])?.count ?? 0
-                cursor = (page.json["next"] as? NSNumber)?.int64Value ?? cursor
-                if page.json["more"] as? Bool != true { break }
+                let answer = try client.send("GET", "\(client.accountPath)/records/changes?since=\(cursor)&limit=1000")
+                guard answer.status == 200 else { throw HubBenchCommand.BenchError("a page was answered \(answer.status)") }
+                let page = try decoder.decode(Page.self, from: Data(answer.body))
+                pulled += page.changes.count
+                cursor = page.next
+                if !page.more { break }
             }
         }
         guard pulled == count else { throw HubBenchCommand.BenchError("the pull brought \(pulled) of \(count) changes") }
