@@ -102,6 +102,24 @@ public final class HubClient: Sendable {
         return try outcome.get()
     }
 
+    /// Sends a body already encoded as JSON and blocks the calling thread until
+    /// the answer arrives; `heldSeconds` is how long the hub may hold it (a long poll).
+    /// - Throws: ``HubClientError`` `unreachable` when no answer came.
+    public func send(_ method: String, _ path: String, jsonBytes: [UInt8], heldSeconds: Double = 0) throws -> Answer {
+        let result = Mutex<Result<Answer, HubClientError>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        exchange(
+            method, path, jsonBytes, isJSON: !jsonBytes.isEmpty, authenticated: true, timeoutSeconds: heldSeconds > 0 ? timeoutSeconds + heldSeconds : nil,
+            heldSeconds: heldSeconds
+        ) { answer in
+            result.withLock { $0 = answer }
+            done.signal()
+        }
+        done.wait()
+        guard let outcome = result.withLock({ $0 }) else { throw HubClientError(.unreachable, "no answer from \(hub)") }
+        return try outcome.get()
+    }
+
     /// The body's bytes: `json` encoded when given, else `body`.
     private static func encode(_ json: [String: Any]?, _ body: [UInt8]) throws -> (bytes: [UInt8], isJSON: Bool) {
         guard let json else { return (body, false) }
@@ -257,6 +275,9 @@ public struct HubClientError: Error, Sendable, CustomStringConvertible {
     /// HUB-API's error code (`forbidden`, `stale_generation`, …), empty when none.
     public let hubCode: String
     public let message: String
+    /// With `unreachable`: the request may have reached the hub before the answer was lost
+    /// (a timeout), so what it asked may have been done.
+    public var mayHaveArrived = false
 
     public init(_ code: Code, _ message: String, status: Int = 0, hubCode: String = "") {
         self.code = code

@@ -82,12 +82,14 @@ public final class URLSessionHubHTTP: HubHTTP {
         let description = "\(request.method) \(request.url.path)"
         session.dataTask(with: urlRequest) { data, response, error in
             guard let http = response as? HTTPURLResponse else {
-                completion(
-                    .failure(
-                        HubClientError(
-                            .unreachable,
-                            "the hub at \(request.url.host ?? "?"):\(request.url.port.map(String.init) ?? "") did not answer \(description): "
-                                + "\(error?.localizedDescription ?? "no response"); check it runs and the URL is right")))
+                var failure = HubClientError(
+                    .unreachable,
+                    "the hub at \(request.url.host ?? "?"):\(request.url.port.map(String.init) ?? "") did not answer \(description): "
+                        + "\(error?.localizedDescription ?? "no response"); check it runs and the URL is right")
+                // A timeout or a connection lost half way: the request may have reached the hub.
+                let code = (error as? URLError)?.code
+                failure.mayHaveArrived = code == .timedOut || code == .networkConnectionLost
+                completion(.failure(failure))
                 return
             }
             var headers: [String: String] = [:]

@@ -1,0 +1,298 @@
+import Foundation
+import SteleSQL
+
+/// The app's writes: each is one queue change and its rollups, in one
+/// transaction (003 "Making it instant"), and never a canonical write.
+extension MirrorStore {
+    /// What a write did to the queue (003 "Collisions").
+    public enum Enqueued: Sendable, Equatable {
+        /// A new row.
+        case inserted
+        /// A pending row that no flusher ever claimed took the new value in place.
+        case replaced
+        /// Nothing to do: the same intent is already queued, or the effective state already is what was asked.
+        case unchanged
+        /// A pending row that was never sent met its opposite: both are gone, nothing is ever sent.
+        case cancelled
+        /// A row that may have reached the hub (in flight, failed, or claimed once) met a new
+        /// intent: the row takes it with a new mutation id and waits to be sent again.
+        case overlaidForward
+    }
+
+    /// An optimistic upsert of the record, optionally placing it in `group`.
+    /// `modifiedAt` is the client's clock, or one past the version the user saw when that is later.
+    @discardableResult
+    public func put(kind: String, id: String, payload: [UInt8], group: String? = nil) throws -> Enqueued {
+        try Self.checkKey(kind, "kind")
+        try Self.checkKey(id, "id")
+        if let group { try Self.checkKey(group, "group") }
+        return try connection.transaction { try enqueuePayload(kind: kind, id: id, op: "put", payload: payload, group: group, remember: true) }
+    }
+
+    /// An optimistic delete: the record disappears from every read at once and
+    /// the hub is asked to delete it (confirm-then-tombstone, 004).
+    @discardableResult
+    public func delete(kind: String, id: String) throws -> Enqueued {
+        try Self.checkKey(kind, "kind")
+        try Self.checkKey(id, "id")
+        return try connection.transaction { try enqueuePayload(kind: kind, id: id, op: "delete", payload: nil, group: nil, remember: true) }
+    }
+
+    /// Adds `member` to the record's set `set` (a label).
+    @discardableResult
+    public func add(kind: String, id: String, set: String, member: String) throws -> Enqueued {
+        try checkedSetOp(kind: kind, id: id, set: set, member: member)
+        return try connection.transaction { try enqueueSet(kind: kind, id: id, op: "add", set: set, member: member, remember: true) }
+    }
+
+    /// Removes `member` from the record's set `set`.
+    @discardableResult
+    public func remove(kind: String, id: String, set: String, member: String) throws -> Enqueued {
+        try checkedSetOp(kind: kind, id: id, set: set, member: member)
+        return try connection.transaction { try enqueueSet(kind: kind, id: id, op: "remove", set: set, member: member, remember: true) }
+    }
+
+    /// Group-level triage (003 "Thread-level vs message-level"): removes `member`
+    /// from every effective record of the group that carries it, so the group's
+    /// rollup really turns false. Returns how many deltas were queued.
+    @discardableResult
+    public func removeFromGroup(kind: String, group: String, set: String, member: String) throws -> Int {
+        try triage(kind: kind, group: group, set: set, member: member, op: "remove")
+    }
+
+    /// Adds `member` to every effective record of the group that lacks it.
+    @discardableResult
+    public func addToGroup(kind: String, group: String, set: String, member: String) throws -> Int {
+        try triage(kind: kind, group: group, set: set, member: member, op: "add")
+    }
+
+    private func triage(kind: String, group: String, set: String, member: String, op: String) throws -> Int {
+        try Self.checkKey(group, "group")
+        try checkedSetOp(kind: kind, id: group, set: set, member: member)
+        return try connection.transaction {
+            let needing = try connection.query(
+                """
+                SELECT g.id FROM (\(MirrorOverlay.groupRecords(kind: "?1", group: "?2"))) AS g
+                WHERE \(MirrorOverlay.holds(kind: "?1", id: "g.id", set: "?3", member: "?4")) = ?5 ORDER BY g.id
+                """, [.text(kind), .text(group), .text(set), .text(member), .integer(op == "remove" ? 1 : 0)]
+            ) { $0.text(0) }
+            for id in needing { _ = try enqueueSet(kind: kind, id: id, op: op, set: set, member: member, remember: false) }
+            if !needing.isEmpty {
+                try rememberForUndo(UndoRecord(kind: kind, setChanges: needing.map { UndoRecord.SetChange(id: $0, op: op, set: set, member: member) }))
+            }
+            return needing.count
+        }
+    }
+
+    /// Enqueues the inverse of the last write (003 "Undo"): the collision rules
+    /// do the rest (a pending original is cancelled and nothing is sent; one in
+    /// flight is overlaid forward and the inverse is sent). A group triage is
+    /// undone on exactly the records it changed. `false` when there is nothing to undo.
+    @discardableResult
+    public func undo() throws -> Bool {
+        try connection.transaction {
+            guard case .blob(let encoded) = try meta("undo"), let record = try? JSONDecoder().decode(UndoRecord.self, from: Data(encoded)) else { return false }
+            try setMeta("undo", .null)
+            for change in record.setChanges {
+                _ = try enqueueSet(kind: record.kind, id: change.id, op: change.op == "add" ? "remove" : "add", set: change.set, member: change.member, remember: false)
+            }
+            if let before = record.before {
+                if before.alive, let payload = before.payload {
+                    _ = try enqueuePayload(kind: record.kind, id: before.id, op: "put", payload: payload, group: before.group, remember: false)
+                } else {
+                    _ = try enqueuePayload(kind: record.kind, id: before.id, op: "delete", payload: nil, group: nil, remember: false)
+                }
+            }
+            return true
+        }
+    }
+
+    /// What ``undo()`` reverses: the set deltas of the last write, or the record as it was before a put or delete.
+    struct UndoRecord: Codable {
+        struct SetChange: Codable {
+            let id: String
+            let op: String
+            let set: String
+            let member: String
+        }
+
+        struct Before: Codable {
+            let id: String
+            let alive: Bool
+            let payload: [UInt8]?
+            let group: String?
+        }
+
+        let kind: String
+        var setChanges: [SetChange] = []
+        var before: Before?
+    }
+
+    /// Moves every failed mutation back to pending with fresh attempts (SCENARIOS `C retry`).
+    /// Returns how many moved.
+    @discardableResult
+    public func retryFailed() throws -> Int {
+        try connection.transaction {
+            try connection.execute(
+                "UPDATE mirror_queue SET state = 'pending', attempts = 0, next_attempt_at = 0, claim_owner = NULL, claim_until = NULL WHERE state = 'failed'")
+            return Int(try connection.scalarInt("SELECT changes()") ?? 0)
+        }
+    }
+
+    // MARK: - Enqueueing
+
+    /// The effective state of a record before a write, for the undo record and the stamp.
+    private func effective(kind: String, id: String) throws -> (alive: Bool, payload: [UInt8]?, group: String?, modifiedAt: Int64?) {
+        let k = "?1"
+        let i = "?2"
+        return try connection.queryFirst(
+            """
+            SELECT \(MirrorOverlay.alive(kind: k, id: i)), \(MirrorOverlay.payload(kind: k, id: i)), \(MirrorOverlay.group(kind: k, id: i)),
+                   \(MirrorOverlay.modifiedAt(kind: k, id: i))
+            """, [.text(kind), .text(id)]
+        ) { ($0.int64(0) == 1, $0.optionalBlob(1), $0.isNull(2) ? nil : $0.text(2), $0.optionalInt64(3)) } ?? (false, nil, nil, nil)
+    }
+
+    /// A write's `modifiedAt`: the (corrected) clock, but never at or before the
+    /// version the user is replacing, so editing what one sees wins over it even
+    /// on a clock that runs behind.
+    private func stamp(after seen: Int64?) throws -> Int64 {
+        max(try stampNow(), (seen ?? Int64.min) &+ 1)
+    }
+
+    private struct QueueRow {
+        let qid: Int64
+        let op: String
+        let state: String
+        let claims: Int64
+    }
+
+    private func queueRow(kind: String, id: String, set: String, member: String) throws -> QueueRow? {
+        try connection.queryFirst(
+            "SELECT qid, op, state, claims FROM mirror_queue WHERE kind = ? AND id = ? AND set_name = ? AND member = ?",
+            [.text(kind), .text(id), .text(set), .text(member)]
+        ) { QueueRow(qid: $0.int64(0), op: $0.text(1), state: $0.text(2), claims: $0.int64(3)) }
+    }
+
+    /// Whether a row may have reached the hub: sent (in flight), given up on (failed), or claimed by a flusher once.
+    private func mayHaveBeenSent(_ row: QueueRow) -> Bool { row.state != "pending" || row.claims > 0 }
+
+    /// A row takes a new intent under a new mutation id and waits to be sent (003: "overlay forward").
+    private func overlayForward(_ qid: Int64, op: String, payload: [UInt8]?, group: String?, modifiedAt: Int64) throws {
+        let (mutation, ordinal) = try newMutationID()
+        try connection.execute(
+            """
+            UPDATE mirror_queue SET mutation = ?2, op = ?3, payload = ?4, grp = ?5, modified_at = ?6, state = 'pending', attempts = 0, claims = 0,
+                claim_owner = NULL, claim_until = NULL, next_attempt_at = 0, expected_history_id = NULL, outcome = NULL, ordinal = ?7, last_error = NULL
+            WHERE qid = ?1
+            """, [.integer(qid), .text(mutation), .text(op), payload.map(SQLValue.blob) ?? .null, group.map(SQLValue.text) ?? .null, .integer(modifiedAt), .integer(ordinal)])
+    }
+
+    private func insertRow(kind: String, id: String, op: String, set: String, member: String, payload: [UInt8]?, group: String?, modifiedAt: Int64) throws {
+        let (mutation, ordinal) = try newMutationID()
+        try connection.execute(
+            """
+            INSERT INTO mirror_queue (mutation, kind, id, op, set_name, member, payload, grp, modified_at, ordinal)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """,
+            [.text(mutation), .text(kind), .text(id), .text(op), .text(set), .text(member), payload.map(SQLValue.blob) ?? .null, group.map(SQLValue.text) ?? .null,
+             .integer(modifiedAt), .integer(ordinal)])
+    }
+
+    /// A put or a delete, with 003's collision rules applied to the record's payload row.
+    func enqueuePayload(kind: String, id: String, op: String, payload: [UInt8]?, group: String?, remember: Bool) throws -> Enqueued {
+        let before = try effective(kind: kind, id: id)
+        let modifiedAt = try stamp(after: before.modifiedAt)
+        // A put keeps the record's group unless it names one.
+        let newGroup = op == "put" ? (group ?? before.group) : nil
+        let result: Enqueued
+        if let row = try queueRow(kind: kind, id: id, set: "", member: "") {
+            if mayHaveBeenSent(row) {
+                try overlayForward(row.qid, op: op, payload: payload, group: newGroup, modifiedAt: modifiedAt)
+                result = .overlaidForward
+            } else if op == "delete", try canonicalAlive(kind: kind, id: id) == false {
+                // A put that was never sent, of a record the hub does not have: nothing to send at all.
+                try connection.execute("DELETE FROM mirror_queue WHERE qid = ?", [.integer(row.qid)])
+                result = .cancelled
+            } else {
+                let ordinal = try nextNumber()
+                try connection.execute(
+                    "UPDATE mirror_queue SET op = ?2, payload = ?3, grp = ?4, modified_at = ?5, ordinal = ?6 WHERE qid = ?1",
+                    [.integer(row.qid), .text(op), payload.map(SQLValue.blob) ?? .null, newGroup.map(SQLValue.text) ?? .null, .integer(modifiedAt), .integer(ordinal)])
+                result = .replaced
+            }
+        } else if op == "delete" && !before.alive {
+            return .unchanged
+        } else {
+            try insertRow(kind: kind, id: id, op: op, set: "", member: "", payload: payload, group: newGroup, modifiedAt: modifiedAt)
+            result = .inserted
+        }
+        if remember {
+            try rememberForUndo(UndoRecord(kind: kind, before: UndoRecord.Before(id: id, alive: before.alive, payload: before.payload, group: before.group)))
+        }
+        let after = try self.group(kind: kind, id: id)
+        try recomputeRollups([kind: Set([before.group, after].compactMap { $0 })])
+        return result
+    }
+
+    /// An add or a remove, with 003's collision table.
+    func enqueueSet(kind: String, id: String, op: String, set: String, member: String, remember: Bool) throws -> Enqueued {
+        let result: Enqueued
+        if let row = try queueRow(kind: kind, id: id, set: set, member: member) {
+            if row.op == op {
+                // Pending or in flight, same op: idempotent. A failed one is the user asking again: fresh attempts.
+                if row.state == "failed" {
+                    try connection.execute(
+                        "UPDATE mirror_queue SET state = 'pending', attempts = 0, next_attempt_at = 0 WHERE qid = ?", [.integer(row.qid)])
+                }
+                result = .unchanged
+            } else if mayHaveBeenSent(row) {
+                // In flight (or possibly sent), opposite: flip and send again; deleting would lose the new intent.
+                try overlayForward(row.qid, op: op, payload: nil, group: nil, modifiedAt: try stampNow())
+                result = .overlaidForward
+            } else {
+                // Pending and never sent, opposite: a net no-op.
+                try connection.execute("DELETE FROM mirror_queue WHERE qid = ?", [.integer(row.qid)])
+                result = .cancelled
+            }
+        } else {
+            let holds =
+                try connection.scalarInt("SELECT \(MirrorOverlay.holds(kind: "?1", id: "?2", set: "?3", member: "?4"))", [.text(kind), .text(id), .text(set), .text(member)])
+                == 1
+            if holds == (op == "add") {
+                result = .unchanged
+            } else {
+                try insertRow(kind: kind, id: id, op: op, set: set, member: member, payload: nil, group: nil, modifiedAt: try stampNow())
+                result = .inserted
+            }
+        }
+        if remember && result != .unchanged {
+            try rememberForUndo(UndoRecord(kind: kind, setChanges: [UndoRecord.SetChange(id: id, op: op, set: set, member: member)]))
+        }
+        if result != .unchanged, let group = try self.group(kind: kind, id: id) {
+            try recomputeRollups([kind: [group]])
+        }
+        return result
+    }
+
+    private func canonicalAlive(kind: String, id: String) throws -> Bool {
+        try connection.scalarInt("SELECT payload IS NOT NULL FROM mirror_records WHERE kind = ? AND id = ?", [.text(kind), .text(id)]) == 1
+    }
+
+    // MARK: - Checks and encodings
+
+    static func checkKey(_ text: String, _ field: String) throws {
+        guard (1...1_024).contains(text.utf8.count) else { throw MirrorError(.invalidArgument, "\(field) must be 1 to 1,024 UTF-8 bytes") }
+    }
+
+    private func checkedSetOp(kind: String, id: String, set: String, member: String) throws {
+        try Self.checkKey(kind, "kind")
+        try Self.checkKey(id, "id")
+        try Self.checkKey(set, "set")
+        try Self.checkKey(member, "member")
+    }
+
+    private func rememberForUndo(_ record: UndoRecord) throws {
+        try setMeta("undo", .blob(Array(try JSONEncoder().encode(record))))
+    }
+}

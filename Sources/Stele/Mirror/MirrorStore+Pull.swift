@@ -1,0 +1,234 @@
+import SteleSQL
+
+/// The pull applier: the only writer of the canonical tables.
+extension MirrorStore {
+    /// A record as the hub sent it (HUB-API's record object).
+    struct PulledRecord: Sendable, Equatable {
+        var kind: String
+        var id: String
+        var payload: [UInt8]?
+        var modifiedAt: Int64
+        var group: String?
+        var sets: [String: [String]]
+        var seq: Int64
+    }
+
+    /// What applying a page did.
+    struct Applied: Sendable, Equatable {
+        var changed = 0
+        var retired = 0
+        var superseded = 0
+    }
+
+    /// Whether the canonical data is gone under a surviving cursor (the app wiped
+    /// the store's tables, or a restore brought back an empty copy): every change
+    /// of the hub leaves a canonical row (tombstones are kept), so a cursor past
+    /// zero over no row means the data must be downloaded again.
+    func canonicalDataLost() throws -> Bool {
+        let cursor = try self.cursor().historyID
+        guard cursor > 0 else { return false }
+        return try connection.scalarInt("SELECT EXISTS (SELECT 1 FROM mirror_records)") == 0
+    }
+
+    /// Starts the download over: the cursor goes back to the beginning of the epoch.
+    func forgetCursor() throws {
+        try connection.transaction { try setMeta("cursor", .integer(0)) }
+    }
+
+    /// Applies one page of the change feed and moves the cursor to `next`, in one
+    /// transaction: canonical writes, the retirement of every in-flight mutation
+    /// whose gate the cursor now reaches (003: "the overlay is removed at exactly
+    /// the moment the canonical write replaces it"), failed mutations a genuinely
+    /// newer edit replaced (004's second guard, the other way round: the newer
+    /// edit wins and a conflict event says so), and the rollups of every group touched.
+    func apply(page records: [PulledRecord], next: Int64, epoch: String) throws -> Applied {
+        try connection.transaction {
+            var applied = Applied()
+            let current = try cursor()
+            // A page of an older read (another process pulled further meanwhile) moves nothing back.
+            var groups: [String: Set<String>] = [:]
+            for record in records {
+                if current.epoch == epoch,
+                    let seq = try connection.scalarInt("SELECT seq FROM mirror_records WHERE kind = ? AND id = ?", [.text(record.kind), .text(record.id)]), seq >= record.seq
+                {
+                    continue
+                }
+                if let before = try group(kind: record.kind, id: record.id) { groups[record.kind, default: []].insert(before) }
+                try writeCanonical(record)
+                applied.changed += 1
+                applied.superseded += try dropSupersededFailure(record)
+                if let after = try group(kind: record.kind, id: record.id) { groups[record.kind, default: []].insert(after) }
+            }
+            let reached = current.epoch == epoch ? max(current.historyID, next) : next
+            try setMeta("cursor", .integer(reached))
+            try setMeta("epoch", .text(epoch))
+            applied.retired = try retireEchoed(upTo: reached, groups: &groups)
+            try recomputeRollups(groups)
+            return applied
+        }
+    }
+
+    /// Writes one record as the hub has it: payload, time, group, position and its whole member sets.
+    private func writeCanonical(_ record: PulledRecord) throws {
+        try connection.execute(
+            """
+            INSERT INTO mirror_records (kind, id, payload, modified_at, grp, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+            ON CONFLICT (kind, id) DO UPDATE SET payload = excluded.payload, modified_at = excluded.modified_at, grp = excluded.grp, seq = excluded.seq
+            """,
+            [.text(record.kind), .text(record.id), record.payload.map(SQLValue.blob) ?? .null, .integer(record.modifiedAt), record.group.map(SQLValue.text) ?? .null,
+             .integer(record.seq)])
+        try connection.execute("DELETE FROM mirror_members WHERE kind = ? AND id = ?", [.text(record.kind), .text(record.id)])
+        for (set, members) in record.sets {
+            for member in members {
+                try connection.execute(
+                    "INSERT INTO mirror_members (kind, id, set_name, member) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                    [.text(record.kind), .text(record.id), .text(set), .text(member)])
+            }
+        }
+    }
+
+    /// 004's failed-delete hole, closed: a failed payload mutation keeps its
+    /// overlay until a retry succeeds or the hub shows a genuinely newer edit of
+    /// the record; then the edit wins, the mutation is dropped, and a conflict event says so.
+    private func dropSupersededFailure(_ record: PulledRecord) throws -> Int {
+        guard
+            let qid = try connection.scalarInt(
+                "SELECT qid FROM mirror_queue WHERE kind = ? AND id = ? AND set_name = '' AND member = '' AND state = 'failed' AND modified_at < ?",
+                [.text(record.kind), .text(record.id), .integer(record.modifiedAt)])
+        else { return 0 }
+        try recordConflict(qid: qid, reason: "superseded")
+        try connection.execute("DELETE FROM mirror_queue WHERE qid = ?", [.integer(qid)])
+        return 1
+    }
+
+    /// Retires every in-flight mutation whose gate `cursor` reaches.
+    private func retireEchoed(upTo cursor: Int64, groups: inout [String: Set<String>]) throws -> Int {
+        let due = try connection.query(
+            "SELECT qid, kind, id FROM mirror_queue WHERE state = 'in_flight' AND expected_history_id <= ?", [.integer(cursor)]
+        ) { ($0.int64(0), $0.text(1), $0.text(2)) }
+        for (qid, kind, id) in due {
+            if let group = try group(kind: kind, id: id) { groups[kind, default: []].insert(group) }
+            try connection.execute("DELETE FROM mirror_queue WHERE qid = ?", [.integer(qid)])
+            if let group = try group(kind: kind, id: id) { groups[kind, default: []].insert(group) }
+        }
+        return due.count
+    }
+
+    // MARK: - Replay (the hub's history was rewound)
+
+    /// Starts a replay after the hub said the cursor's history is gone (`409
+    /// history_rewound`): the pull will page through every record's latest
+    /// version, then continue from the hub's `historyID` in `epoch`.
+    func beginReplay(epoch: String, historyID: Int64) throws {
+        try connection.transaction {
+            try setMeta("replay_epoch", .text(epoch))
+            try setMeta("replay_history", .integer(historyID))
+            try setMeta("replay_after", .text(""))
+            try connection.execute("CREATE TABLE IF NOT EXISTS mirror_replay_seen (kind TEXT NOT NULL, id TEXT NOT NULL, PRIMARY KEY (kind, id)) WITHOUT ROWID")
+            try connection.execute("DELETE FROM mirror_replay_seen")
+        }
+    }
+
+    /// The replay under way: its target and the token to continue after; `nil` when none is.
+    func replayState() throws -> (epoch: String, historyID: Int64, after: String)? {
+        guard let epoch = try meta("replay_epoch").asText, let history = try meta("replay_history").asInteger else { return nil }
+        return (epoch, history, try meta("replay_after").asText ?? "")
+    }
+
+    /// Applies one replay page. Before a record's canonical copy is replaced,
+    /// what this client knows and the hub lost is queued again (the hub was
+    /// restored from an older copy; DESIGN §8, HUB-API `409`): a newer payload
+    /// or tombstone than the hub's, and member changes of a version the hub's
+    /// history does not reach. With `more == false` the replay ends: records the
+    /// hub no longer has leave the canonical tables (a live one is queued again
+    /// first), in-flight mutations are sent again, and the cursor moves to the target.
+    func apply(replay records: [PulledRecord], next: String, more: Bool) throws -> Applied {
+        try connection.transaction {
+            guard let target = try replayState() else { return Applied() }
+            var applied = Applied()
+            for record in records {
+                try connection.execute("INSERT INTO mirror_replay_seen (kind, id) VALUES (?, ?) ON CONFLICT DO NOTHING", [.text(record.kind), .text(record.id)])
+                try requeueLost(against: record, targetHistory: target.historyID)
+                try writeCanonical(record)
+                applied.changed += 1
+            }
+            try setMeta("replay_after", .text(next))
+            guard !more else { return applied }
+            // Records the hub no longer has at all.
+            let gone = try connection.query(
+                "SELECT kind, id FROM mirror_records r WHERE NOT EXISTS (SELECT 1 FROM mirror_replay_seen s WHERE s.kind = r.kind AND s.id = r.id)"
+            ) { ($0.text(0), $0.text(1)) }
+            for (kind, id) in gone {
+                try requeueLost(against: nil, kind: kind, id: id, targetHistory: target.historyID)
+                try connection.execute("DELETE FROM mirror_members WHERE kind = ? AND id = ?", [.text(kind), .text(id)])
+                try connection.execute("DELETE FROM mirror_records WHERE kind = ? AND id = ?", [.text(kind), .text(id)])
+            }
+            // Gates of the old history mean nothing in the new one: send those mutations again (by their ids, harmless if applied).
+            try connection.execute(
+                """
+                UPDATE mirror_queue SET state = 'pending', expected_history_id = NULL, outcome = NULL, attempts = 0, next_attempt_at = 0,
+                    claim_owner = NULL, claim_until = NULL WHERE state = 'in_flight'
+                """)
+            try setMeta("cursor", .integer(target.historyID))
+            try setMeta("epoch", .text(target.epoch))
+            for name in ["replay_epoch", "replay_history", "replay_after"] { try connection.execute("DELETE FROM mirror_meta WHERE name = ?", [.text(name)]) }
+            try connection.execute("DELETE FROM mirror_replay_seen")
+            try recomputeAllRollups()
+            return applied
+        }
+    }
+
+    private func requeueLost(against record: PulledRecord, targetHistory: Int64) throws {
+        try requeueLost(against: record, kind: record.kind, id: record.id, targetHistory: targetHistory)
+    }
+
+    /// Queues again what this client's canonical copy of a record holds and the
+    /// hub's (`record`, or `nil` when the hub has none) lacks, unless local intent
+    /// for it is already queued.
+    private func requeueLost(against record: PulledRecord?, kind: String, id: String, targetHistory: Int64) throws {
+        guard
+            let mine = try connection.queryFirst(
+                "SELECT payload, modified_at, grp, seq FROM mirror_records WHERE kind = ? AND id = ?", [.text(kind), .text(id)],
+                { (payload: $0.optionalBlob(0), modifiedAt: $0.int64(1), group: $0.isNull(2) ? nil : $0.text(2), seq: $0.int64(3)) })
+        else { return }
+        let queuedPayload = try connection.scalarInt(
+            "SELECT 1 FROM mirror_queue WHERE kind = ? AND id = ? AND set_name = '' AND member = ''", [.text(kind), .text(id)]) != nil
+        if !queuedPayload {
+            let newer: Bool
+            if let record {
+                // Last writer wins as the hub decides it: later time, or the tombstone at the same time.
+                newer = mine.modifiedAt > record.modifiedAt || (mine.modifiedAt == record.modifiedAt && mine.payload == nil && record.payload != nil)
+            } else {
+                newer = mine.payload != nil
+            }
+            if newer {
+                let (mutation, ordinal) = try newMutationID()
+                try connection.execute(
+                    """
+                    INSERT INTO mirror_queue (mutation, kind, id, op, payload, grp, modified_at, ordinal) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                    [.text(mutation), .text(kind), .text(id), .text(mine.payload == nil ? "delete" : "put"), mine.payload.map(SQLValue.blob) ?? .null,
+                     mine.group.map(SQLValue.text) ?? .null, .integer(mine.modifiedAt), .integer(ordinal)])
+            }
+        }
+        // Member changes the restored hub lost: this copy saw a change past the hub's history, and the hub's copy did not change since.
+        guard mine.payload != nil, mine.seq > targetHistory, (record?.seq ?? 0) <= targetHistory else { return }
+        let mineSets = try connection.query("SELECT set_name, member FROM mirror_members WHERE kind = ? AND id = ?", [.text(kind), .text(id)]) {
+            [$0.text(0), $0.text(1)]
+        }
+        let theirs = Set((record?.sets ?? [:]).flatMap { set, members in members.map { [set, $0] } })
+        let ours = Set(mineSets)
+        for pair in ours.subtracting(theirs) { try requeueMember(kind: kind, id: id, op: "add", set: pair[0], member: pair[1]) }
+        for pair in theirs.subtracting(ours) { try requeueMember(kind: kind, id: id, op: "remove", set: pair[0], member: pair[1]) }
+    }
+
+    private func requeueMember(kind: String, id: String, op: String, set: String, member: String) throws {
+        let queued = try connection.scalarInt(
+            "SELECT 1 FROM mirror_queue WHERE kind = ? AND id = ? AND set_name = ? AND member = ?", [.text(kind), .text(id), .text(set), .text(member)]) != nil
+        guard !queued else { return }
+        let (mutation, ordinal) = try newMutationID()
+        try connection.execute(
+            "INSERT INTO mirror_queue (mutation, kind, id, op, set_name, member, modified_at, ordinal) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [.text(mutation), .text(kind), .text(id), .text(op), .text(set), .text(member), .integer(try stampNow()), .integer(ordinal)])
+    }
+}

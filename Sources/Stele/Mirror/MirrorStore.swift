@@ -1,0 +1,359 @@
+import Foundation
+import SteleSQL
+
+/// A mirror client's store (DESIGN §8.2, seeds 003 and 004): the device's copy
+/// of a hub's server-authoritative records, and the local intent not yet
+/// echoed by the hub.
+///
+/// - The canonical tables hold what the hub said; only the pull applier writes them.
+/// - Every write of the app (``put(kind:id:payload:group:)``, ``delete(kind:id:)``,
+///   ``add(kind:id:set:member:)``, …) is one row in the mutation queue and
+///   nothing else, in one transaction with the rollups it changes: the effect is
+///   instant and server truth stays pristine (003 "The design").
+/// - Every read composes the two through ``MirrorOverlay``.
+///
+/// ``MirrorSync`` flushes the queue and pulls the hub's changes; it does no I/O
+/// of its own, so the simulator runs the same code an app ships.
+///
+/// One instance is used from one thread at a time. Two instances (two processes,
+/// or an app and `stele`) may share a file: the queue's claims carry an owner and
+/// a lease, and a mutation sent twice is applied once by its id.
+public final class MirrorStore {
+    public struct Configuration: Sendable {
+        /// Attempts a mutation gets before it stays `failed` (SCENARIOS: 5).
+        public var maximumAttempts: Int = 5
+        /// How long a flusher's claim on pending mutations lasts before another may take them.
+        public var claimLeaseMilliseconds: Int64 = 30_000
+        /// The first retry's pause after a failed push; each further one doubles, up to ``maximumBackoffMilliseconds``.
+        public var initialBackoffMilliseconds: Int64 = 1_000
+        public var maximumBackoffMilliseconds: Int64 = 60_000
+        /// Mutations per push (HUB-API: at most 1,000).
+        public var mutationsPerPush: Int = 1_000
+        /// The clock that stamps `modifiedAt` and times retries.
+        public var clock: any WallClock = SystemWallClock()
+        /// This instance's name in the queue's claims; random by default.
+        public var owner: String = MirrorStore.randomName()
+
+        public init() {}
+    }
+
+    public let path: String
+    public let configuration: Configuration
+    let connection: Connection
+    /// The client's name in its mutation ids, stored with the file.
+    public let clientID: String
+
+    static let applicationID: Int64 = 0x5374_4D69
+
+    /// Opens the store at `path`, creating it when the file is missing or empty.
+    /// - Throws: ``MirrorError`` `notAMirrorStore` when the file is another database,
+    ///   `newerFormat` when a newer Stele wrote it; the file is then left untouched.
+    public init(path: String, configuration: Configuration = Configuration()) throws {
+        self.path = path
+        self.configuration = configuration
+        let connection: Connection
+        do {
+            connection = try Connection(path: path, mode: .readWriteCreate, configuration: .standard)
+        } catch let error as SQLiteError {
+            throw MirrorError(.storage, "cannot open \(path): \(error.message)")
+        }
+        do {
+            let application = try connection.scalarInt("PRAGMA application_id") ?? 0
+            let version = try Migrator.version(of: connection)
+            if application == 0 && version == 0 {
+                let tables = try connection.scalarInt("SELECT count(*) FROM sqlite_master") ?? 0
+                guard tables == 0 else { throw MirrorError(.notAMirrorStore, "\(path) is a database of another program; choose another path") }
+            } else if application != Self.applicationID {
+                throw MirrorError(.notAMirrorStore, "\(path) is not a Stele mirror store; choose another path")
+            }
+            try connection.transaction {
+                try MirrorSchema.migrator.migrate(connection)
+                try connection.executeScript("PRAGMA application_id = \(Self.applicationID)")
+                try connection.execute("INSERT INTO mirror_meta (name, value) VALUES ('client', ?) ON CONFLICT (name) DO NOTHING", [.text(Self.randomName())])
+            }
+            clientID = try connection.scalarText("SELECT value FROM mirror_meta WHERE name = 'client'") ?? ""
+        } catch let error as MigrationError {
+            throw MirrorError(.newerFormat, "\(path): \(error.message)")
+        } catch let error as SQLiteError where error.code.primary == .notADatabase {
+            throw MirrorError(.notAMirrorStore, "\(path) is not an SQLite database; choose another path")
+        }
+        self.connection = connection
+    }
+
+    /// Twelve random hex digits.
+    public static func randomName() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return String(generator.next() & 0xFFFF_FFFF_FFFF, radix: 16)
+    }
+
+    // MARK: - Meta
+
+    func meta(_ name: String) throws -> SQLValue {
+        try connection.queryFirst("SELECT value FROM mirror_meta WHERE name = ?", [.text(name)]) { $0.value(0) } ?? .null
+    }
+
+    func setMeta(_ name: String, _ value: SQLValue) throws {
+        try connection.execute("INSERT INTO mirror_meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value", [.text(name), value])
+    }
+
+    /// The next number for this client's mutation ids and intent order.
+    func nextNumber() throws -> Int64 {
+        let next = (try meta("counter").asInteger ?? 0) + 1
+        try setMeta("counter", .integer(next))
+        return next
+    }
+
+    func newMutationID() throws -> (id: String, ordinal: Int64) {
+        let number = try nextNumber()
+        return ("\(clientID)-\(number)", number)
+    }
+
+    /// The client's clock, corrected by what a hub said of its own (a `clock_skew` refusal).
+    var now: Int64 { configuration.clock.nowMilliseconds() }
+
+    func stampNow() throws -> Int64 { now + (try meta("clock_offset").asInteger ?? 0) }
+
+    // MARK: - Cursor
+
+    /// Where the pull has reached: the hub's epoch and history id.
+    public struct Cursor: Sendable, Equatable {
+        public var epoch: String?
+        public var historyID: Int64
+    }
+
+    public func cursor() throws -> Cursor {
+        Cursor(epoch: try meta("epoch").asText, historyID: try meta("cursor").asInteger ?? 0)
+    }
+
+    // MARK: - Effective reads (all through MirrorOverlay)
+
+    /// The record's effective payload; `nil` when it is absent or deleted.
+    public func value(kind: String, id: String) throws -> [UInt8]? {
+        try connection.queryFirst("SELECT \(MirrorOverlay.payload(kind: "?1", id: "?2"))", [.text(kind), .text(id)]) { $0.optionalBlob(0) } ?? nil
+    }
+
+    /// Whether the record's effective set `set` holds `member`.
+    public func holds(kind: String, id: String, set: String, member: String) throws -> Bool {
+        try connection.scalarInt("SELECT \(MirrorOverlay.holds(kind: "?1", id: "?2", set: "?3", member: "?4"))", [.text(kind), .text(id), .text(set), .text(member)]) == 1
+    }
+
+    /// The record's effective members of `set`, sorted.
+    public func members(kind: String, id: String, set: String) throws -> [String] {
+        try connection.query("\(MirrorOverlay.members(kind: "?1", id: "?2", set: "?3")) ORDER BY member", [.text(kind), .text(id), .text(set)]) { $0.text(0) }
+    }
+
+    /// The record's effective group.
+    public func group(kind: String, id: String) throws -> String? {
+        try connection.queryFirst("SELECT \(MirrorOverlay.group(kind: "?1", id: "?2"))", [.text(kind), .text(id)]) { $0.isNull(0) ? nil : $0.text(0) } ?? nil
+    }
+
+    /// Every effectively alive record of `kind` with its payload, by id.
+    public func records(kind: String) throws -> [(id: String, payload: [UInt8])] {
+        let candidates = "SELECT id FROM mirror_records WHERE kind = ?1 UNION SELECT id FROM mirror_queue WHERE kind = ?1 AND set_name = '' AND member = ''"
+        return try connection.query(
+            "SELECT c.id, \(MirrorOverlay.payload(kind: "?1", id: "c.id")) AS p FROM (\(candidates)) AS c WHERE p IS NOT NULL ORDER BY c.id", [.text(kind)]
+        ) { ($0.text(0), $0.blob(1)) }
+    }
+
+    /// The kinds that have records, canonical or queued.
+    public func kinds() throws -> [String] {
+        try connection.query("SELECT kind FROM mirror_records UNION SELECT kind FROM mirror_queue ORDER BY kind") { $0.text(0) }
+    }
+
+    /// The effective records of group `group`: alive, in it by their effective group, by id.
+    public func groupMembers(kind: String, group: String) throws -> [String] {
+        try connection.query("SELECT id FROM (\(MirrorOverlay.groupRecords(kind: "?1", group: "?2"))) ORDER BY id", [.text(kind), .text(group)]) { $0.text(0) }
+    }
+
+    // MARK: - Rollups
+
+    /// Keeps the rollup "some record of the group carries `member` in `set`" for
+    /// every group of `kind` (003's `thread_rollup`), computed now for every group.
+    public func declareRollup(kind: String, set: String, member: String) throws {
+        try connection.transaction {
+            try connection.execute(
+                "INSERT INTO mirror_rollup_rules (kind, set_name, member) VALUES (?, ?, ?) ON CONFLICT DO NOTHING", [.text(kind), .text(set), .text(member)])
+            try recomputeAllRollups()
+        }
+    }
+
+    /// The rollup of `group`, read from the rollup table alone; `nil` when the group has no live record or no such rollup is declared.
+    public func rollup(kind: String, group: String, set: String, member: String) throws -> Bool? {
+        try connection.queryFirst(
+            "SELECT present FROM mirror_rollups WHERE kind = ? AND set_name = ? AND member = ? AND grp = ?", [.text(kind), .text(set), .text(member), .text(group)]
+        ) { $0.int64(0) == 1 }
+    }
+
+    /// The groups whose rollup is true, newest first (the inbox: "threads with a message in INBOX"), at most `limit`.
+    public func groups(kind: String, set: String, member: String, limit: Int = 50) throws -> [String] {
+        try connection.query(
+            "SELECT grp FROM mirror_rollups WHERE kind = ? AND set_name = ? AND member = ? AND present = 1 ORDER BY latest DESC, grp LIMIT ?",
+            [.text(kind), .text(set), .text(member), .integer(Int64(limit))]
+        ) { $0.text(0) }
+    }
+
+    /// Recomputes the rollups of `groups` (by kind) from the effective reads. Runs
+    /// in the caller's transaction: every queue change, retirement and pull calls it.
+    func recomputeRollups(_ groups: [String: Set<String>]) throws {
+        for (kind, names) in groups where !names.isEmpty {
+            let rules = try connection.query("SELECT set_name, member FROM mirror_rollup_rules WHERE kind = ?", [.text(kind)]) { ($0.text(0), $0.text(1)) }
+            for (set, member) in rules {
+                for group in names { try recomputeRollup(kind: kind, group: group, set: set, member: member) }
+            }
+        }
+    }
+
+    private func recomputeRollup(kind: String, group: String, set: String, member: String) throws {
+        let arguments: [SQLValue] = [.text(kind), .text(group), .text(set), .text(member)]
+        let row = try connection.cached(
+            """
+            SELECT count(*), max(g.modified_at), coalesce(max(\(MirrorOverlay.holds(kind: "?1", id: "g.id", set: "?3", member: "?4"))), 0)
+            FROM (\(MirrorOverlay.groupRecords(kind: "?1", group: "?2"))) AS g
+            """)
+        defer { row.reset() }
+        try row.bind(arguments)
+        guard try row.step() else { return }
+        let count = row.int64(0)
+        let latest = row.int64(1)
+        let present = row.int64(2)
+        if count == 0 {
+            try connection.execute("DELETE FROM mirror_rollups WHERE kind = ?1 AND grp = ?2 AND set_name = ?3 AND member = ?4", arguments)
+        } else {
+            try connection.execute(
+                """
+                INSERT INTO mirror_rollups (kind, grp, set_name, member, present, latest) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                ON CONFLICT (kind, set_name, member, grp) DO UPDATE SET present = excluded.present, latest = excluded.latest
+                """, arguments + [.integer(present), .integer(latest)])
+        }
+    }
+
+    /// Every rollup from scratch (a new rule, a replay).
+    func recomputeAllRollups() throws {
+        try connection.execute("DELETE FROM mirror_rollups")
+        var groups: [String: Set<String>] = [:]
+        for (kind, group) in try connection.query(
+            "SELECT kind, grp FROM mirror_records WHERE grp IS NOT NULL UNION SELECT kind, grp FROM mirror_queue WHERE grp IS NOT NULL", [], { ($0.text(0), $0.text(1)) })
+        {
+            groups[kind, default: []].insert(group)
+        }
+        try recomputeRollups(groups)
+    }
+
+    // MARK: - The queue, inspectable (003 "What this costs")
+
+    /// A mutation in the queue, as `stele pending` lists it.
+    public struct QueuedMutation: Sendable, Equatable {
+        public enum State: String, Sendable { case pending, inFlight = "in_flight", failed }
+        public let mutation: String
+        public let kind: String
+        public let id: String
+        public let op: String
+        public let set: String?
+        public let member: String?
+        public let payload: [UInt8]?
+        public let group: String?
+        public let modifiedAt: Int64
+        public let state: State
+        public let attempts: Int
+        public let claimedBy: String?
+        public let expectedHistoryID: Int64?
+        public let lastError: String?
+    }
+
+    /// The queue in intent order.
+    public func queue() throws -> [QueuedMutation] {
+        try connection.query(
+            """
+            SELECT mutation, kind, id, op, set_name, member, payload, grp, modified_at, state, attempts, claim_owner, expected_history_id, last_error
+            FROM mirror_queue ORDER BY ordinal
+            """
+        ) { row in
+            QueuedMutation(
+                mutation: row.text(0), kind: row.text(1), id: row.text(2), op: row.text(3), set: row.text(4).isEmpty ? nil : row.text(4),
+                member: row.text(5).isEmpty ? nil : row.text(5), payload: row.optionalBlob(6), group: row.isNull(7) ? nil : row.text(7),
+                modifiedAt: row.int64(8), state: QueuedMutation.State(rawValue: row.text(9)) ?? .pending, attempts: Int(row.int64(10)),
+                claimedBy: row.isNull(11) ? nil : row.text(11), expectedHistoryID: row.optionalInt64(12), lastError: row.isNull(13) ? nil : row.text(13))
+        }
+    }
+
+    /// Counts of the queue by state.
+    public func queueCounts() throws -> (pending: Int, inFlight: Int, failed: Int) {
+        var counts = (pending: 0, inFlight: 0, failed: 0)
+        for (state, count) in try connection.query("SELECT state, count(*) FROM mirror_queue GROUP BY state", [], { ($0.text(0), Int($0.int64(1))) }) {
+            switch state {
+            case "pending": counts.pending = count
+            case "in_flight": counts.inFlight = count
+            default: counts.failed = count
+            }
+        }
+        return counts
+    }
+
+    // MARK: - Conflict events
+
+    /// A local mutation that lost: the hub kept a newer version, refused it, or a
+    /// newer edit on the hub replaced a mutation that could not be sent.
+    public struct Conflict: Sendable, Equatable {
+        public let number: Int64
+        public let kind: String
+        public let id: String
+        public let mutation: String
+        public let op: String
+        public let set: String?
+        public let member: String?
+        /// The value that lost (a put's payload; `nil` for a delete or a set delta).
+        public let losingPayload: [UInt8]?
+        public let losingModifiedAt: Int64
+        /// `stale`, `refused: REASON`, or `superseded`.
+        public let reason: String
+    }
+
+    /// Conflict events after `number`, oldest first.
+    public func conflicts(after number: Int64 = 0) throws -> [Conflict] {
+        try connection.query(
+            "SELECT number, kind, id, mutation, op, set_name, member, losing_payload, losing_modified_at, reason FROM mirror_conflicts WHERE number > ? ORDER BY number",
+            [.integer(number)]
+        ) { row in
+            Conflict(
+                number: row.int64(0), kind: row.text(1), id: row.text(2), mutation: row.text(3), op: row.text(4), set: row.text(5).isEmpty ? nil : row.text(5),
+                member: row.text(6).isEmpty ? nil : row.text(6), losingPayload: row.optionalBlob(7), losingModifiedAt: row.int64(8), reason: row.text(9))
+        }
+    }
+
+    func recordConflict(qid: Int64, reason: String) throws {
+        try connection.execute(
+            """
+            INSERT INTO mirror_conflicts (kind, id, mutation, op, set_name, member, losing_payload, losing_modified_at, reason, at)
+            SELECT kind, id, mutation, op, set_name, member, payload, modified_at, ?2, ?3 FROM mirror_queue WHERE qid = ?1
+            """, [.integer(qid), .text(reason), .integer(now)])
+    }
+}
+
+/// Why a mirror store refused.
+public struct MirrorError: Error, Sendable, CustomStringConvertible, Equatable {
+    public enum Code: Sendable, Equatable {
+        case storage, notAMirrorStore, newerFormat, invalidArgument
+    }
+
+    public let code: Code
+    public let message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { message }
+}
+
+extension SQLValue {
+    var asInteger: Int64? {
+        if case .integer(let value) = self { return value }
+        return nil
+    }
+
+    var asText: String? {
+        if case .text(let value) = self { return value }
+        return nil
+    }
+}

@@ -1,0 +1,398 @@
+import Foundation
+import SteleSQL
+import Testing
+import TestSupport
+
+@testable import Stele
+
+/// The mirror store without a hub (seeds 003, 004): the schema's guards, the
+/// overlay composed in every read, 003's collision table in every state, undo,
+/// rollups and group triage, and the sans-I/O machine fed answers by hand.
+@Suite struct MirrorStoreTests {
+    /// A store on a fresh file with a clock the test moves.
+    final class Rig {
+        let directory: TemporaryDirectory
+        let clock = ManualWallClock(milliseconds: 1_800_000_000_000)
+        var store: MirrorStore
+        var sync: MirrorSync
+
+        init(owner: String = "first") throws {
+            directory = try TemporaryDirectory()
+            var configuration = MirrorStore.Configuration()
+            configuration.clock = clock
+            configuration.owner = owner
+            store = try MirrorStore(path: directory.file("mirror.sqlite"), configuration: configuration)
+            sync = MirrorSync(store: store)
+        }
+
+        /// A second instance on the same file, as another process would open it.
+        func second(owner: String) throws -> MirrorStore {
+            var configuration = MirrorStore.Configuration()
+            configuration.clock = clock
+            configuration.owner = owner
+            return try MirrorStore(path: store.path, configuration: configuration)
+        }
+
+        /// Claims what is due and answers every mutation of the push with `status` (seq counting up from `seq`), history id `history`.
+        @discardableResult
+        func flush(answering status: String = "applied", seq: Int64 = 1, history: Int64? = nil, reason: String? = nil) throws -> (request: MirrorRequest?, step: MirrorStep?) {
+            guard let request = try sync.nextPush(), case .push(let ids) = request.purpose else { return (nil, nil) }
+            var results: [[String: Any]] = []
+            for (offset, id) in ids.enumerated() {
+                var result: [String: Any] = ["mutation": id, "status": status]
+                if status == "applied" { result["seq"] = seq + Int64(offset) }
+                if let reason { result["reason"] = reason }
+                results.append(result)
+            }
+            let body = try JSONSerialization.data(withJSONObject: ["historyId": history ?? (seq + Int64(ids.count) - 1), "results": results])
+            return (request, try sync.handle(.answer(HubAnswer(status: 200, body: [UInt8](body))), to: request))
+        }
+
+        /// Applies a page of changes as the hub would send it.
+        @discardableResult
+        func pull(_ records: [[String: Any]], next: Int64, epoch: String = "e1") throws -> MirrorStep {
+            let request = try sync.nextPull()
+            let body = try JSONSerialization.data(withJSONObject: ["changes": records, "next": next, "epoch": epoch, "more": false])
+            return try sync.handle(.answer(HubAnswer(status: 200, body: [UInt8](body))), to: request)
+        }
+
+        func value(_ kind: String, _ id: String) throws -> String? {
+            try store.value(kind: kind, id: id).map { String(decoding: $0, as: UTF8.self) }
+        }
+    }
+
+    static func record(_ id: String, _ value: String?, seq: Int64, at time: Int64 = 1, group: String? = nil, labels: [String] = [], kind: String = "mail") -> [String: Any] {
+        [
+            "kind": kind, "id": id, "payload": value.map { Data($0.utf8).base64EncodedString() as Any } ?? NSNull(), "modifiedAt": time,
+            "group": group.map { $0 as Any } ?? NSNull(), "sets": ["labels": labels], "seq": seq,
+        ]
+    }
+
+    // MARK: - The schema's guards (003 "Crash safety")
+
+    @Test func theSchemaRefusesAnIllegalQueueRowOnInsertAndOnUpdate() throws {
+        let rig = try Rig()
+        try rig.store.put(kind: "note", id: "a", payload: Array("x".utf8))
+        let connection = try Connection(path: rig.store.path)
+        let illegalInserts = [
+            "INSERT INTO mirror_queue (mutation, kind, id, op, payload, modified_at, ordinal) VALUES ('m1', 'note', 'b', 'archive', NULL, 1, 99)",
+            "INSERT INTO mirror_queue (mutation, kind, id, op, payload, modified_at, state, ordinal) VALUES ('m2', 'note', 'c', 'put', x'00', 1, 'sent', 99)",
+            "INSERT INTO mirror_queue (mutation, kind, id, op, modified_at, ordinal) VALUES ('m3', 'note', 'd', 'add', 1, 99)",
+            "INSERT INTO mirror_queue (mutation, kind, id, op, payload, modified_at, attempts, ordinal) VALUES ('m4', 'note', 'e', 'put', x'00', 1, -1, 99)",
+            "INSERT INTO mirror_queue (mutation, kind, id, op, modified_at, state, ordinal) VALUES ('m5', 'note', 'f', 'delete', 1, 'in_flight', 99)",
+        ]
+        for sql in illegalInserts {
+            #expect(throws: SQLiteError.self, "\(sql)") { try connection.execute(sql) }
+        }
+        let illegalUpdates = [
+            "UPDATE mirror_queue SET state = 'done'",
+            "UPDATE mirror_queue SET op = 'archive'",
+            "UPDATE mirror_queue SET state = 'in_flight'",
+            "UPDATE mirror_queue SET payload = NULL",
+            "UPDATE mirror_queue SET attempts = -3",
+        ]
+        for sql in illegalUpdates {
+            #expect(throws: SQLiteError.self, "\(sql)") { try connection.execute(sql) }
+        }
+        #expect(try rig.store.queue().map(\.state) == [.pending])
+        #expect(try rig.value("note", "a") == "x")
+    }
+
+    @Test func aFileOfAnotherProgramIsRefusedAndLeftAlone() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("other.sqlite")
+        let other = try Connection(path: path)
+        try other.execute("CREATE TABLE mine (x)")
+        #expect(throws: MirrorError.self) { _ = try MirrorStore(path: path) }
+        #expect(try other.scalarInt("SELECT count(*) FROM sqlite_master") == 1)
+        let garbage = directory.file("garbage")
+        try Data(repeating: 0x41, count: 4096).write(to: URL(fileURLWithPath: garbage))
+        #expect(throws: MirrorError.self) { _ = try MirrorStore(path: garbage) }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: garbage)) == Data(repeating: 0x41, count: 4096))
+    }
+
+    // MARK: - The overlay
+
+    @Test func everyReadComposesCanonicalTruthAndLocalIntent() throws {
+        let rig = try Rig()
+        try rig.pull([Self.record("m1", "hello", seq: 1, group: "t1", labels: ["INBOX", "UNREAD"]), Self.record("m2", "gone", seq: 2)], next: 2)
+        #expect(try rig.value("mail", "m1") == "hello")
+        #expect(try rig.store.members(kind: "mail", id: "m1", set: "labels") == ["INBOX", "UNREAD"])
+        try rig.store.remove(kind: "mail", id: "m1", set: "labels", member: "INBOX")
+        try rig.store.add(kind: "mail", id: "m1", set: "labels", member: "STARRED")
+        try rig.store.put(kind: "mail", id: "m1", payload: Array("edited".utf8))
+        try rig.store.delete(kind: "mail", id: "m2")
+        #expect(try rig.value("mail", "m1") == "edited")
+        #expect(try rig.store.members(kind: "mail", id: "m1", set: "labels") == ["STARRED", "UNREAD"])
+        #expect(try rig.store.holds(kind: "mail", id: "m1", set: "labels", member: "INBOX") == false)
+        #expect(try rig.value("mail", "m2") == nil)
+        #expect(try rig.store.records(kind: "mail").map(\.id) == ["m1"])
+        #expect(try rig.store.group(kind: "mail", id: "m1") == "t1")
+        // The canonical tables were not touched by any of it.
+        let canonical = try Connection(path: rig.store.path)
+        #expect(try canonical.scalarInt("SELECT count(*) FROM mirror_members WHERE member = 'INBOX'") == 1)
+        #expect(try canonical.scalarText("SELECT CAST(payload AS TEXT) FROM mirror_records WHERE id = 'm1'") == "hello")
+        #expect(try canonical.scalarInt("SELECT payload IS NULL FROM mirror_records WHERE id = 'm2'") == 0)
+    }
+
+    // MARK: - 003's collision table, every row
+
+    @Test func noneThenAnyInserts() throws {
+        let rig = try Rig()
+        try rig.pull([Self.record("m1", "x", seq: 1)], next: 1)
+        #expect(try rig.store.add(kind: "mail", id: "m1", set: "labels", member: "INBOX") == .inserted)
+        #expect(try rig.store.queue().count == 1)
+    }
+
+    @Test func pendingThenTheSameOpIsANoOp() throws {
+        let rig = try Rig()
+        try rig.pull([Self.record("m1", "x", seq: 1)], next: 1)
+        try rig.store.add(kind: "mail", id: "m1", set: "labels", member: "INBOX")
+        #expect(try rig.store.add(kind: "mail", id: "m1", set: "labels", member: "INBOX") == .unchanged)
+        #expect(try rig.store.queue().count == 1)
+    }
+
+    @Test func pendingThenTheOppositeCancelsAndNothingIsSent() throws {
+        let rig = try Rig()
+        try rig.pull([Self.record("m1", "x", seq: 1, labels: ["INBOX"])], next: 1)
+        try rig.store.remove(kind: "mail", id: "m1", set: "labels", member: "INBOX")
+        #expect(try rig.store.add(kind: "mail", id: "m1", set: "labels", member: "INBOX") == .cancelled)
+        #expect(try rig.store.queue().isEmpty)
+        #expect(try rig.sync.nextPush() == nil)
+        #expect(try rig.store.holds(kind: "mail", id: "m1", set: "labels", member: "INBOX"))
+    }
+
+    @Test func inFlightThenTheOppositeOverlaysForwardUnderANewMutationID() throws {
+        let rig = try Rig()
+        try rig.pull([Self.record("m1", "x", seq: 1, labels: ["INBOX"])], next: 1)
+        try rig.store.remove(kind: "mail", id: "m1", set: "labels", member: "INBOX")
+        let sent = try #require(try rig.store.queue().first?.mutation)
+        try rig.flush(seq: 2)
+        #expect(try rig.store.queue().map(\.state) == [.inFlight])
+        #expect(try rig.store.add(kind: "mail", id: "m1", set: "labels", member: "INBOX") == .overlaidForward)
+        let row = try #require(try rig.store.queue().first)
+        #expect(row.state == .pending && row.op == "add" && row.mutation != sent && row.expectedHistoryID == nil)
+        #expect(try rig.store.holds(kind: "mail", id: "m1", set: "labels", member: "INBOX"))
+        // The inverse goes out normally.
+        let (request, _) = try rig.flush(seq: 3)
+        #expect(request?.purpose == .push([row.mutation]))
+    }
+
+    @Test func aPendingRowThatWasClaimedOnceIsOverlaidForwardNotCancelled() throws {
+        // 003's table says "pending, opposite: delete, nothing was ever sent". A row a flusher
+        // claimed may have reached the hub (a crash after the send, before the answer was
+        // recorded, leaves it pending): deleting it would lose the inverse.
+        let rig = try Rig()
+        try rig.pull([Self.record("m1", "x", seq: 1, labels: ["INBOX"])], next: 1)
+        try rig.store.remove(kind: "mail", id: "m1", set: "labels", member: "INBOX")
+        let request = try #require(try rig.sync.nextPush())
+        _ = try rig.sync.handle(.unreachable("down"), to: request)
+        #expect(try rig.store.queue().map(\.state) == [.pending])
+        #expect(try rig.store.add(kind: "mail", id: "m1", set: "labels", member: "INBOX") == .overlaidForward)
+        #expect(try rig.store.queue().map(\.op) == ["add"])
+    }
+
+    @Test func undoCancelsAPendingWriteAndOverlaysAnInFlightOne() throws {
+        let rig = try Rig()
+        try rig.pull([Self.record("m1", "x", seq: 1, labels: ["INBOX"]), Self.record("m2", "y", seq: 2, labels: ["INBOX"])], next: 2)
+        try rig.store.remove(kind: "mail", id: "m1", set: "labels", member: "INBOX")
+        #expect(try rig.store.undo())
+        #expect(try rig.store.queue().isEmpty)
+        #expect(try rig.store.holds(kind: "mail", id: "m1", set: "labels", member: "INBOX"))
+        #expect(try rig.store.undo() == false)
+
+        try rig.store.remove(kind: "mail", id: "m2", set: "labels", member: "INBOX")
+        try rig.flush(seq: 3)
+        #expect(try rig.store.undo())
+        #expect(try rig.store.queue().map { "\($0.op) \($0.state)" } == ["add pending"])
+        #expect(try rig.store.holds(kind: "mail", id: "m2", set: "labels", member: "INBOX"))
+
+        // A put is undone by putting back what was there; a delete likewise.
+        try rig.store.put(kind: "mail", id: "m1", payload: Array("changed".utf8))
+        #expect(try rig.store.undo())
+        #expect(try rig.value("mail", "m1") == "x")
+        try rig.store.delete(kind: "mail", id: "m1")
+        #expect(try rig.value("mail", "m1") == nil)
+        #expect(try rig.store.undo())
+        #expect(try rig.value("mail", "m1") == "x")
+    }
+
+    // MARK: - Rollups and group triage (003 "Thread-level vs message-level")
+
+    @Test func archivingOneMessageOfAThreadLeavesItInTheInboxAndArchivingTheThreadDoesNot() throws {
+        let rig = try Rig()
+        try rig.store.declareRollup(kind: "mail", set: "labels", member: "INBOX")
+        try rig.pull(
+            [
+                Self.record("m1", "a", seq: 1, at: 10, group: "t1", labels: ["INBOX"]), Self.record("m2", "b", seq: 2, at: 20, group: "t1", labels: ["INBOX"]),
+                Self.record("m3", "c", seq: 3, at: 30, group: "t2", labels: ["INBOX"]),
+            ], next: 3)
+        #expect(try rig.store.groups(kind: "mail", set: "labels", member: "INBOX") == ["t2", "t1"])
+        try rig.store.remove(kind: "mail", id: "m2", set: "labels", member: "INBOX")
+        #expect(try rig.store.rollup(kind: "mail", group: "t1", set: "labels", member: "INBOX") == true)
+        #expect(try rig.store.removeFromGroup(kind: "mail", group: "t1", set: "labels", member: "INBOX") == 1)
+        #expect(try rig.store.rollup(kind: "mail", group: "t1", set: "labels", member: "INBOX") == false)
+        #expect(try rig.store.groups(kind: "mail", set: "labels", member: "INBOX") == ["t2"])
+        // Undo of the triage restores exactly the message it changed.
+        #expect(try rig.store.undo())
+        #expect(try rig.store.rollup(kind: "mail", group: "t1", set: "labels", member: "INBOX") == true)
+        #expect(try rig.store.holds(kind: "mail", id: "m2", set: "labels", member: "INBOX") == false)
+        // A message moved to another thread by a put moves the rollup with it.
+        try rig.store.put(kind: "mail", id: "m3", payload: Array("c".utf8), group: "t1")
+        #expect(try rig.store.rollup(kind: "mail", group: "t2", set: "labels", member: "INBOX") == nil)
+        // A deleted message counts for nothing.
+        try rig.store.delete(kind: "mail", id: "m1")
+        try rig.store.delete(kind: "mail", id: "m3")
+        #expect(try rig.store.rollup(kind: "mail", group: "t1", set: "labels", member: "INBOX") == false)
+        try Self.expectRollupsMatchRecomputation(rig.store)
+    }
+
+    /// Every rollup equals its recomputation from scratch.
+    static func expectRollupsMatchRecomputation(_ store: MirrorStore, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let read = { try store.connection.query("SELECT kind, grp, set_name, member, present, latest FROM mirror_rollups ORDER BY 1, 2, 3, 4") { row in
+            (0..<6).map { "\(row.value(Int32($0)))" }.joined(separator: "|")
+        } }
+        let kept = try read()
+        try store.connection.transaction { try store.recomputeAllRollups() }
+        #expect(kept == (try read()), sourceLocation: sourceLocation)
+    }
+
+    // MARK: - Retirement on echo, never on 2xx (003)
+
+    @Test func anAcknowledgedMutationStaysUntilThePulledCursorPassesItsGate() throws {
+        let rig = try Rig()
+        try rig.store.declareRollup(kind: "mail", set: "labels", member: "INBOX")
+        try rig.pull([Self.record("m1", "a", seq: 1, group: "t1", labels: ["INBOX"])], next: 1)
+        try rig.store.removeFromGroup(kind: "mail", group: "t1", set: "labels", member: "INBOX")
+        try rig.flush(seq: 5, history: 5)
+        #expect(try rig.store.queue().map(\.expectedHistoryID) == [5])
+        #expect(try rig.store.rollup(kind: "mail", group: "t1", set: "labels", member: "INBOX") == false)
+        // A page that stops short of the gate retires nothing.
+        try rig.pull([Self.record("other", "z", seq: 4)], next: 4)
+        #expect(try rig.store.queue().count == 1)
+        #expect(try rig.store.rollup(kind: "mail", group: "t1", set: "labels", member: "INBOX") == false)
+        // The echo: canonical write and retirement in one step, no flicker.
+        let step = try rig.pull([Self.record("m1", "a", seq: 5, group: "t1", labels: [])], next: 5)
+        #expect(step == .pulled(changed: 1, retired: 1, superseded: 0, more: false))
+        #expect(try rig.store.queue().isEmpty)
+        #expect(try rig.store.rollup(kind: "mail", group: "t1", set: "labels", member: "INBOX") == false)
+    }
+
+    @Test func aStaleOrRefusedAnswerRaisesAConflictWithTheLosingValue() throws {
+        let rig = try Rig()
+        try rig.store.put(kind: "note", id: "n", payload: Array("mine".utf8))
+        try rig.flush(answering: "stale", history: 7, reason: "a newer version won")
+        let conflict = try #require(try rig.store.conflicts().first)
+        #expect(conflict.id == "n" && conflict.reason == "stale" && conflict.losingPayload == Array("mine".utf8))
+        try rig.store.delete(kind: "note", id: "n")  // nothing canonical, the put was answered: overlaid forward
+        try rig.flush(answering: "refused", history: 7, reason: "append_only")
+        #expect(try rig.store.conflicts().last?.reason == "refused: append_only")
+        try rig.pull([Self.record("n", "theirs", seq: 7, kind: "note")], next: 7)
+        #expect(try rig.store.queue().isEmpty)
+        #expect(try rig.value("note", "n") == "theirs")
+    }
+
+    // MARK: - Failures
+
+    @Test func anUnreachableHubCostsNoAttemptAndErrorsBackOffUntilFailedWithTheOverlayInForce() throws {
+        let rig = try Rig()
+        try rig.pull([Self.record("d", "diary", seq: 1, at: 100, kind: "entry")], next: 1)
+        try rig.store.delete(kind: "entry", id: "d")
+        for _ in 0..<10 {
+            let request = try #require(try rig.sync.nextPush())
+            _ = try rig.sync.handle(.unreachable("connection refused"), to: request)
+        }
+        #expect(try rig.store.queue().map(\.attempts) == [0])
+        for attempt in 1...5 {
+            let request = try #require(try rig.sync.nextPush(), "attempt \(attempt)")
+            let step = try rig.sync.handle(.answer(HubAnswer(status: 500, body: Array(#"{"error":{"code":"internal","message":"boom"}}"#.utf8))), to: request)
+            #expect(step == .pushFailed(reason: "the hub answered the push 500 internal: boom", countsAttempt: true, failedNow: attempt == 5 ? 1 : 0, reachable: true))
+            // Not due again before its back-off.
+            #expect(try rig.sync.nextPush() == nil)
+            rig.clock.advance(byMilliseconds: 61_000)
+        }
+        #expect(try rig.store.queue().map(\.state) == [.failed])
+        #expect(try rig.sync.nextPush() == nil)
+        // 004 #1366: the failed delete still hides the record, and an older server copy does not bring it back.
+        #expect(try rig.value("entry", "d") == nil)
+        try rig.pull([Self.record("d", "diary", seq: 2, at: 50, kind: "entry")], next: 2)
+        #expect(try rig.value("entry", "d") == nil)
+        // A genuinely newer edit on the hub wins: the failed mutation goes, with a conflict event.
+        try rig.pull([Self.record("d", "edited elsewhere", seq: 3, at: Int64.max / 2, kind: "entry")], next: 3)
+        #expect(try rig.value("entry", "d") == "edited elsewhere")
+        #expect(try rig.store.queue().isEmpty)
+        #expect(try rig.store.conflicts().map(\.reason) == ["superseded"])
+    }
+
+    @Test func retryMovesFailedMutationsBackWithFreshAttempts() throws {
+        let rig = try Rig()
+        try rig.store.put(kind: "note", id: "n", payload: [1])
+        for _ in 1...5 {
+            let request = try #require(try rig.sync.nextPush())
+            _ = try rig.sync.handle(.lost("timed out"), to: request)
+            rig.clock.advance(byMilliseconds: 61_000)
+        }
+        #expect(try rig.store.queue().map(\.state) == [.failed])
+        #expect(try rig.store.retryFailed() == 1)
+        #expect(try rig.store.queue().map { "\($0.state) \($0.attempts)" } == ["pending 0"])
+        #expect(try rig.sync.nextPush() != nil)
+    }
+
+    @Test func anAnswerTheClientCannotParseLeavesTheMutationPendingAndIsReportedOnce() throws {
+        let rig = try Rig()
+        try rig.store.put(kind: "note", id: "n", payload: [1])
+        for _ in 0..<3 {
+            let request = try #require(try rig.sync.nextPush())
+            _ = try rig.sync.handle(.answer(HubAnswer(status: 200, body: Array("<html>proxy error</html>".utf8))), to: request)
+            rig.clock.advance(byMilliseconds: 2_000)
+        }
+        #expect(try rig.store.queue().map { "\($0.state) \($0.attempts)" } == ["pending 0"])
+        #expect(rig.sync.reports.count == 1)
+    }
+
+    // MARK: - Two flushers on one store
+
+    @Test func aClaimHasAnOwnerAndALease() throws {
+        let rig = try Rig(owner: "app")
+        let other = try rig.second(owner: "cli")
+        let otherSync = MirrorSync(store: other)
+        try rig.store.put(kind: "note", id: "n", payload: [1])
+        let first = try #require(try rig.sync.nextPush())
+        #expect(try otherSync.nextPush() == nil)
+        rig.clock.advance(byMilliseconds: 30_001)
+        let second = try #require(try otherSync.nextPush())
+        #expect(first.purpose == second.purpose)  // the same mutation id: the hub applies it once
+        // The first owner's late answer changes nothing: the row is the other's now.
+        let body = try JSONSerialization.data(withJSONObject: ["historyId": 1, "results": [["mutation": try rig.store.queue()[0].mutation, "status": "applied", "seq": 1]]])
+        #expect(try rig.sync.handle(.answer(HubAnswer(status: 200, body: [UInt8](body))), to: first) == .pushed(gated: 0, retired: 0, conflicts: 0, restamped: 0))
+        #expect(try otherSync.handle(.answer(HubAnswer(status: 200, body: [UInt8](body))), to: second) == .pushed(gated: 1, retired: 0, conflicts: 0, restamped: 0))
+    }
+
+    // MARK: - Clocks
+
+    @Test func aWriteIsStampedAfterTheVersionItReplacesAndAClockSkewRefusalCorrectsTheClock() throws {
+        let rig = try Rig()
+        try rig.pull([Self.record("n", "theirs", seq: 1, at: 1_900_000_000_000, kind: "note")], next: 1)
+        try rig.store.put(kind: "note", id: "n", payload: Array("mine".utf8))
+        #expect(try rig.store.queue().first?.modifiedAt == 1_900_000_000_001)
+        let request = try #require(try rig.sync.nextPush())
+        let body = try JSONSerialization.data(withJSONObject: [
+            "historyId": 1, "results": [["mutation": try rig.store.queue()[0].mutation, "status": "refused", "reason": "clock_skew", "hubTime": 1_700_000_000_000]],
+        ])
+        #expect(try rig.sync.handle(.answer(HubAnswer(status: 200, body: [UInt8](body))), to: request) == .pushed(gated: 0, retired: 0, conflicts: 0, restamped: 1))
+        let row = try #require(try rig.store.queue().first)
+        #expect(row.state == .pending && row.modifiedAt == 1_700_000_000_000 && row.attempts == 1)
+        #expect(try rig.store.conflicts().isEmpty)
+    }
+
+    // MARK: - Wiped data
+
+    @Test func canonicalDataGoneUnderASurvivingCursorIsDownloadedAgain() throws {
+        let rig = try Rig()
+        try rig.pull([Self.record("m1", "a", seq: 1)], next: 9)
+        #expect(try rig.sync.nextPull().path.contains("since=9"))
+        try rig.store.connection.execute("DELETE FROM mirror_records")
+        try rig.store.connection.execute("DELETE FROM mirror_members")
+        #expect(try rig.sync.nextPull().path.contains("since=0&"))
+    }
+}
