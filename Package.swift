@@ -44,9 +44,11 @@ let package = Package(
         .target(name: "SteleBench", dependencies: ["Stele", "SteleSQL", "SteleSimulator"]),
         .executableTarget(name: "stele", dependencies: ["Stele", "SteleSimulator", "SteleBench"]),
         // The hub (DESIGN §8.1, HUB-API.md): request handling as plain code over a storage, then the HTTP front.
-        .target(name: "SteleHub", dependencies: ["Stele", "SteleSQL", "CPostgres"]),
+        .target(name: "SteleHub", dependencies: ["Stele", "SteleSQL"]),
+        // The hub's PostgreSQL storage, apart so that the simulator (and `stele simulate`) runs the hub without libpq.
+        .target(name: "SteleHubPostgres", dependencies: ["SteleHub", "SteleSQL", "CPostgres"]),
         .target(name: "SteleHubServer", dependencies: ["SteleHub", "CMicroHTTPD"]),
-        .executableTarget(name: "stele-hub", dependencies: ["SteleHub", "SteleHubServer", "Stele", "SteleBench"]),
+        .executableTarget(name: "stele-hub", dependencies: ["SteleHub", "SteleHubPostgres", "SteleHubServer", "Stele", "SteleBench"]),
         // libFuzzer target for the frame decoder: swift build -c release --sanitize=fuzzer --product stele-fuzz-frames
         .executableTarget(name: "stele-fuzz-frames", dependencies: ["Stele"]),
         // libFuzzer target for the sealed-frame opener: swift build -c release --sanitize=fuzzer --product stele-fuzz-sealed
@@ -60,7 +62,7 @@ let package = Package(
         .testTarget(name: "SteleCLITests", dependencies: ["stele", "SteleBench", "TestSupport"]),
         // Real `stele` and `stele-hub` processes on loopback: the devices' story end to end.
         .testTarget(name: "SteleEndToEndTests", dependencies: ["stele", "stele-hub", "Stele", "SteleSQL", "TestSupport"]),
-        .testTarget(name: "SteleHubTests", dependencies: ["SteleHub", "SteleHubServer", "stele-hub", "Stele", "SteleSQL", "TestSupport"]),
+        .testTarget(name: "SteleHubTests", dependencies: ["SteleHub", "SteleHubPostgres", "SteleHubServer", "stele-hub", "Stele", "SteleSQL", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

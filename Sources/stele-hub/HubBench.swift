@@ -2,6 +2,7 @@ import Foundation
 import Stele
 import SteleBench
 import SteleHub
+import SteleHubPostgres
 import SteleHubServer
 import Synchronization
 

@@ -1,6 +1,7 @@
 import Foundation
 import Stele
 import SteleHub
+import SteleHubPostgres
 import SteleHubServer
 
 /// `stele-hub`: the hub's command line (HUB-API.md "stele-hub"). Thin: it

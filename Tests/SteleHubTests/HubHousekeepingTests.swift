@@ -1,6 +1,7 @@
 import Foundation
 import Stele
 import SteleHub
+import SteleHubPostgres
 import SteleSQL
 import Testing
 import TestSupport

@@ -1,5 +1,6 @@
 import Foundation
 import SteleHub
+import SteleHubPostgres
 import Testing
 import TestSupport
 

@@ -5,6 +5,7 @@ import Synchronization
 import Testing
 import TestSupport
 @testable import SteleHub
+@testable import SteleHubPostgres
 
 /// Collects what a listener hears and lets a test wait for one key.
 private final class Heard: Sendable {

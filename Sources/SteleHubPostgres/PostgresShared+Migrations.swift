@@ -1,3 +1,4 @@
+import SteleHub
 import SteleSQL
 
 extension PostgresShared {

@@ -1,3 +1,4 @@
+import SteleHub
 import Dispatch
 import Foundation
 #if canImport(Glibc)

@@ -1,3 +1,4 @@
+import SteleHub
 import CPostgres
 import SteleSQL
 
