@@ -40,7 +40,7 @@ let package = Package(
         ),
         .target(name: "SteleSQL", dependencies: ["CSQLite"]),
         .target(name: "Stele", dependencies: ["SteleSQL", "CCrypto", "CZlib"]),
-        .target(name: "SteleSimulator", dependencies: ["Stele", "SteleSQL"]),
+        .target(name: "SteleSimulator", dependencies: ["Stele", "SteleSQL", "SteleHub"]),
         .target(name: "SteleBench", dependencies: ["Stele", "SteleSQL", "SteleSimulator"]),
         .executableTarget(name: "stele", dependencies: ["Stele", "SteleSimulator", "SteleBench"]),
         // The hub (DESIGN §8.1, HUB-API.md): request handling as plain code over a storage, then the HTTP front.

@@ -61,6 +61,11 @@ extension Simulation {
             try skew(device, byMilliseconds: milliseconds)
         case let .storageFault(device, fault, after):
             try failStorage(device, with: fault, afterSteps: after)
+        case .hub(.start):
+            try startHub()
+        case .hub(let statement):
+            guard let hub else { throw SimulationInputError(message: "no hub; start it with hub") }
+            try hub.apply(statement)
         case .operation, .sync, .expect:
             throw SimulationInputError(message: "\(statement) is carried out by the scenario or run that holds it")
         }

@@ -75,6 +75,8 @@ public final class Simulation {
     public internal(set) var timeline: [TimelineEntry] = []
 
     let folder: String
+    /// The scenario's hub and its mirror clients, once `hub` started it.
+    public internal(set) var hub: SimulatedHub?
     /// Where and how the devices' stores are kept.
     public let storage: Storage
     var random: SplitMix64

@@ -61,6 +61,7 @@ import Testing
             case .keyword: preconditionFailure("keywords take no argument")
             case .subject: argument = .word(subject)
             case .device: argument = .word(pick(state.devices.sorted()))
+            case .client: argument = .word(pick(state.clients.sorted()))
             case .devices: argument = .words(some(fleet))
             case .declaring: argument = .word(fresh())
             case .declaringDevices: argument = .words((0..<Int.random(in: 1...3, using: &random)).map { _ in fresh() })
@@ -171,10 +172,10 @@ import Testing
     /// `stele scenario --help` lists this text: every row, one a line, none twice.
     @Test func theUsageListsEveryFormOnceALine() {
         let lines = ScenarioGrammar.usage.split(separator: "\n").map(String.init)
-        #expect(lines == Self.grammar.forms.map(\.usage))
+        #expect(lines == (Self.grammar.forms + ScenarioGrammar.hub.forms).map(\.usage))
         #expect(Set(lines).count == lines.count)
         #expect(lines.count >= 60)
-        for core in ["fleet D1 D2 ...", "D put NS KEY VALUE", "partition D... / D...", "anchor delay next write DURATION", "expect all NS GROUP empty", "expect D status STATE", "expect D gc blocked by D2..."] {
+        for core in ["C put KIND ID VALUE group G", "expect C group KIND G SET has MEMBER", "hub fail next N push with CODE", "fleet D1 D2 ...", "D put NS KEY VALUE", "partition D... / D...", "anchor delay next write DURATION", "expect all NS GROUP empty", "expect D status STATE", "expect D gc blocked by D2..."] {
             #expect(lines.contains(core), "\(core)")
         }
     }

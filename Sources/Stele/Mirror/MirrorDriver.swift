@@ -127,6 +127,13 @@ public final class MirrorDriver {
         return steps
     }
 
+    /// Runs the replay API over the store (SCENARIOS `C replay`): every record's
+    /// latest version, paged from the beginning; the cursor ends where it was.
+    public func replay() throws -> [MirrorStep] {
+        try sync.startReplay()
+        return try pull()
+    }
+
     /// Flushes and pulls until the pull brings nothing new and nothing pending can
     /// be sent: a mutation the hub answers with an error is retried after its
     /// back-off until it succeeds or exhausts its attempts; a hub that cannot be

@@ -122,7 +122,8 @@ public final class MirrorStore {
     }
 
     public func cursor() throws -> Cursor {
-        Cursor(epoch: try meta("epoch").asText, historyID: try meta("cursor").asInteger ?? 0)
+        // An empty epoch is none (a replay started before the first pull).
+        Cursor(epoch: try meta("epoch").asText.flatMap { $0.isEmpty ? nil : $0 }, historyID: try meta("cursor").asInteger ?? 0)
     }
 
     // MARK: - Effective reads (all through MirrorOverlay)

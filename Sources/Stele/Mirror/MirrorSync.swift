@@ -104,6 +104,14 @@ public final class MirrorSync {
         return MirrorRequest(purpose: .changes, method: "GET", path: path, body: [], waitSeconds: waitSeconds)
     }
 
+    /// Starts a replay that ends where the cursor is: every record's latest
+    /// version is read again (records this client dropped come back, what the hub
+    /// lacks is queued again) and the cursor is left as it was.
+    public func startReplay() throws {
+        let cursor = try store.cursor()
+        try store.beginReplay(epoch: cursor.epoch ?? "", historyID: cursor.historyID)
+    }
+
     // MARK: - Replies
 
     /// Handles the reply to `request` (one this instance built).

@@ -162,11 +162,12 @@ extension ParseState {
             }
         case .keyword, .subject:
             preconditionFailure("\(slot.placeholder) is read on the path")
-        case .device, .declaring, .name, .namespace, .conversation, .backup, .contact, .choice:
+        case .device, .client, .declaring, .name, .namespace, .conversation, .backup, .contact, .choice:
             let token = tokens[tokens.startIndex]
             try name(token, slot.noun)
             switch slot.kind {
             case .device: try device(token.text)
+            case .client: try client(token.text)
             case .namespace(let kinds): try namespace(token.text, kinds: kinds)
             case .conversation: try conversation(token.text)
             case .backup: try backup(token.text)

@@ -9,8 +9,11 @@ struct ParseState {
     typealias Token = ScenarioParser.Token
 
     let file: String
-    let grammar: ScenarioGrammar
+    private(set) var grammar: ScenarioGrammar
     var devices: Set<String> = []
+    /// The hub's mirror clients (`client C`), and whether the hub was started.
+    var clients: Set<String> = []
+    var hasHub = false
     var namespaces: [String: NamespaceKind] = [:]
     var hasFleet = false
     var backups: Set<String> = []
@@ -29,9 +32,27 @@ struct ParseState {
     /// - Throws: ``ScenarioParser/Message`` saying what is wrong and how to write it.
     mutating func statement(_ tokens: [Token]) throws -> Statement {
         guard !tokens[0].quoted else { throw Message("a line starts with a statement, not a quoted value") }
-        if ScenarioGrammar.hubKeywords.contains(tokens[0].text) {
-            throw Message("hub statements come with the hub; this build runs fleet scenarios only")
+        if isHubLine(tokens) {
+            // The hub's lines are read in the hub's grammar, whose subject is a client.
+            let fleet = grammar
+            grammar = .hub
+            defer { grammar = fleet }
+            return try walk(tokens, subjects: clients)
         }
+        return try walk(tokens, subjects: devices)
+    }
+
+    /// Whether the line is the hub's: it starts with `hub`, `client`, `rollup` or
+    /// a client, or names the hub or a client right after its first word.
+    private func isHubLine(_ tokens: [Token]) -> Bool {
+        let first = tokens[0].text
+        if ScenarioGrammar.hubKeywords.contains(first) || clients.contains(first) { return true }
+        guard tokens.count > 1, !tokens[1].quoted, ["expect", "skew", "crash", "backup", "restore"].contains(first) else { return false }
+        return clients.contains(tokens[1].text) || (first == "expect" && tokens[1].text == "hub")
+    }
+
+    /// Walks the grammar's dispatch tree along the line, with `subjects` the names a line may be about.
+    private mutating func walk(_ tokens: [Token], subjects: Set<String>) throws -> Statement {
         var node = 0
         var index = 0
         var subject: String?
@@ -42,7 +63,7 @@ struct ParseState {
                 (node, index) = (next, index + 1)
                 continue
             }
-            if let word, let next = here.subject, devices.contains(word) {
+            if let word, let next = here.subject, subjects.contains(word) {
                 (node, index, subject) = (next, index + 1, word)
                 continue
             }
@@ -89,17 +110,21 @@ struct ParseState {
         let word = tokens[index].text
         if let subject = here.subject, index + 1 < tokens.count, grammar.nodes[subject].node(after: tokens[index + 1].text) != nil {
             // `c put notes k v`: the shape of a device's line, with a device not declared.
+            if grammar.subjectNoun == "client" || !clients.isEmpty {
+                return Message("unknown device or client \(word)" + Spelling.hint(word, in: devices.union(clients)) + "; declare it with fleet, join or client first")
+            }
             return Message("unknown device \(word)" + Spelling.hint(word, in: devices) + "; declare it with fleet or join first")
         }
         if node == 0 {
-            return Message("unknown statement \(word)" + Spelling.hint(word, in: here.words + devices))
+            return Message("unknown statement \(word)" + Spelling.hint(word, in: here.words + devices + clients))
         }
         if here.path.count == 1, here.startsWithDevice {
-            return Message("unknown action \(word) for device \(said)" + Self.hint(word, in: here.words) + "; use \(here.words.joined(separator: ", "))")
+            return Message("unknown action \(word) for \(grammar.subjectNoun) \(said)" + Self.hint(word, in: here.words) + "; use \(here.words.joined(separator: ", "))")
         }
         if let subject = here.subject {
             let words = here.words + grammar.nodes[subject].words
-            return Message("unknown device \(word)" + Spelling.hint(word, in: Array(devices) + words) + "; write \(continuations)")
+            let names = grammar.subjectNoun == "client" ? clients : devices
+            return Message("unknown \(grammar.subjectNoun) \(word)" + Spelling.hint(word, in: Array(names) + words) + "; write \(continuations)")
         }
         let hint = Self.hint(word, in: here.words)
         // Where forms read the rest too, the list would be every form under here: the hint says enough.
@@ -110,6 +135,15 @@ struct ParseState {
 
     func device(_ name: String) throws {
         guard devices.contains(name) else { throw Message("unknown device \(name)" + Spelling.hint(name, in: devices) + "; declare it with fleet or join first") }
+    }
+
+    func client(_ name: String) throws {
+        guard clients.contains(name) else { throw Message("unknown client \(name)" + Spelling.hint(name, in: clients) + "; declare it with client C first") }
+    }
+
+    /// A hub statement needs the hub started above.
+    func needHub() throws {
+        guard hasHub else { throw Message("start the hub first: write hub") }
     }
 
     func conversation(_ name: String) throws {

@@ -10,6 +10,8 @@ public struct ScenarioGrammar: Sendable {
     let forms: [StatementForm]
     /// The dispatch tree over the forms' paths; node 0 is the start of a line.
     let nodes: [Node]
+    /// What a line's subject is in this grammar: a device, or the hub's client.
+    let subjectNoun: String
 
     /// A point of the dispatch tree: the words read so far choose it.
     struct Node: Sendable {
@@ -29,7 +31,8 @@ public struct ScenarioGrammar: Sendable {
     }
 
     /// The grammar of these forms. Forms whose paths are equal share a node.
-    init(forms: [StatementForm]) {
+    init(forms: [StatementForm], subjectNoun: String = "device") {
+        self.subjectNoun = subjectNoun
         var nodes = [Node()]
         for (index, form) in forms.enumerated() {
             var current = 0
@@ -64,12 +67,9 @@ public struct ScenarioGrammar: Sendable {
     /// The language the simulator runs: fleet statements and expectations.
     static let standard = ScenarioGrammar(forms: fleetStatements + expectations)
 
-    /// Words that open a hub scenario; the hub's rows arrive with the hub.
-    static let hubKeywords: Set<String> = ["hub", "client"]
-
     /// Every statement form, one per line (`D put NS KEY VALUE`), as
     /// `stele scenario --help` lists them.
-    public static var usage: String { standard.usage }
+    public static var usage: String { standard.usage + "\n" + hub.usage }
 
     var usage: String { forms.map(\.usage).joined(separator: "\n") }
 
@@ -106,10 +106,16 @@ public struct ScenarioGrammar: Sendable {
 
     /// The line that writes `statement`, from slot `start` of its form on.
     func line(for statement: Statement, from start: Int = 0) -> String {
+        guard let line = printed(statement, from: start) else { preconditionFailure("no form of the scenario grammar prints this statement") }
+        return line
+    }
+
+    /// The line that writes `statement`, or `nil` when no form of this grammar does.
+    func printed(_ statement: Statement, from start: Int = 0) -> String? {
         for form in forms {
             if let arguments = form.arguments(statement) { return form.line(arguments, from: start) }
         }
-        preconditionFailure("no form of the scenario grammar prints this statement")
+        return nil
     }
 }
 

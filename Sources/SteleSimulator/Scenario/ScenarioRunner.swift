@@ -52,6 +52,11 @@ public final class ScenarioRunner {
     }
 
     struct Failure: Error {
+        init(expected: String, found: String) {
+            self.expected = expected
+            self.found = found
+        }
+
         let expected: String
         let found: String
     }
@@ -73,6 +78,10 @@ public final class ScenarioRunner {
         case .gc(let allowed):
             collectionAllowed = allowed
             try simulation.apply(statement)
+        case .hub(let statement):
+            try runHub(statement)
+        case .expect(.hub(let expectation)):
+            try checkHub(expectation)
         case .expect(let expectation):
             try simulation.observing { try check(expectation) }
         default:
@@ -236,6 +245,8 @@ public final class ScenarioRunner {
             guard simulation.oracle.resurrections == count else {
                 throw Failure(expected: "\(count) resurrections", found: "\(simulation.oracle.resurrections): \(simulation.oracle.findings.prefix(3).joined(separator: "; "))")
             }
+        case .hub(let expectation):
+            try checkHub(expectation)
         case .lostWrites(let count):
             try checkOracle(expecting: "\(count) lost writes")
             guard simulation.oracle.lostWrites == count else {

@@ -5,10 +5,10 @@ import Stele
 /// statement it came from (property tests hold it to that), so a run's
 /// transcript can be built from its statements.
 extension Statement: CustomStringConvertible {
-    public var description: String { ScenarioGrammar.standard.line(for: self) }
+    public var description: String { ScenarioGrammar.standard.printed(self) ?? ScenarioGrammar.hub.line(for: self) }
 }
 
 extension Expectation: CustomStringConvertible {
     /// The expectation as written after `expect`.
-    public var description: String { ScenarioGrammar.standard.line(for: .expect(self), from: 1) }
+    public var description: String { ScenarioGrammar.standard.printed(.expect(self), from: 1) ?? ScenarioGrammar.hub.line(for: .expect(self), from: 1) }
 }

@@ -33,6 +33,8 @@ public enum Statement: Sendable, Equatable {
     case contact(name: String, devices: [String])
     /// Added: a messages namespace bound to a contact on both sides (`conversation NS with NAME`).
     case conversation(namespace: String, contact: String)
+    // Hub statements (server-authoritative mode)
+    case hub(HubStatement)
     // Expectations
     case expect(Expectation)
 
@@ -90,4 +92,61 @@ public enum Expectation: Sendable, Equatable {
     case converged
     case resurrections(Int)
     case lostWrites(Int)
+    /// An expectation about the hub or its clients.
+    case hub(HubExpectation)
+}
+
+/// A hub statement of SCENARIOS.md ("Hub statements"): the hub, its mirror
+/// clients and their writes, syncs, faults and crashes.
+public enum HubStatement: Sendable, Equatable {
+    public enum PushFault: String, Sendable, Equatable, CaseIterable {
+        case internalError = "500"
+        case unavailable = "503"
+        case notFound = "404"
+        case timeout
+    }
+
+    public enum ClientStep: String, Sendable, Equatable, CaseIterable {
+        case undo, flush, pull, sync, retry, replay, wipe
+    }
+
+    case start
+    case appendOnly(kind: String)
+    case client(String)
+    case rollup(kind: String, set: String, member: String)
+    case put(client: String, kind: String, id: String, value: String, group: String?)
+    case delete(client: String, kind: String, id: String)
+    case member(client: String, add: Bool, kind: String, id: String, set: String, member: String)
+    case groupMember(client: String, add: Bool, kind: String, group: String, set: String, member: String)
+    case step(client: String, ClientStep)
+    case failPushes(count: Int, PushFault)
+    case down
+    case up
+    case backup(label: String)
+    case restore(label: String)
+    case crashAt(client: String, MirrorDriver.CrashPoint)
+    case crash(client: String)
+    case skew(client: String, milliseconds: Int64)
+    case backupClient(client: String, label: String)
+    case restoreClient(client: String, label: String)
+}
+
+/// What a hub scenario says must hold of the hub or a client.
+public enum HubExpectation: Sendable, Equatable {
+    public enum Queue: String, Sendable, Equatable, CaseIterable {
+        case pending
+        case inFlight = "in-flight"
+        case failed
+    }
+
+    case value(client: String, kind: String, id: String, value: String?)
+    case member(client: String, kind: String, id: String, set: String, member: String, has: Bool)
+    case group(client: String, kind: String, group: String, set: String, member: String, has: Bool)
+    case queue(client: String, Queue, count: Int)
+    case hubValue(kind: String, id: String, value: String?)
+    case hubMember(kind: String, id: String, set: String, member: String, has: Bool)
+    case pushes(client: String, count: Int)
+    case tombstones(Int)
+    case conflict(client: String, kind: String, id: String)
+    case halted(client: String, Bool)
 }

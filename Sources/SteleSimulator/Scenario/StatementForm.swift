@@ -87,6 +87,8 @@ struct Slot: Sendable, ExpressibleByStringLiteral {
         case subject
         /// A device declared above.
         case device
+        /// A hub client declared above (`client C`).
+        case client
         /// One or more devices declared above.
         case devices
         /// A name the line declares (a namespace, a backup, a contact).
@@ -134,6 +136,7 @@ struct Slot: Sendable, ExpressibleByStringLiteral {
 
     static let subject = Slot(.subject, "D", "a device")
     static let device = Slot(.device, "D", "a device")
+    static let client = Slot(.client, "C", "a client")
     static func devices(_ placeholder: String = "D...") -> Slot { Slot(.devices, placeholder, "at least one device") }
     static func declaring(_ placeholder: String, _ noun: String) -> Slot { Slot(.declaring, placeholder, noun) }
     static let declaringDevices = Slot(.declaringDevices, "D1 D2 ...", "at least one device")

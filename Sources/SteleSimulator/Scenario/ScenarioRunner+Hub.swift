@@ -1,0 +1,75 @@
+import Stele
+
+/// The hub's statements and expectations (SCENARIOS.md "Hub statements", "Hub expectations").
+extension ScenarioRunner {
+    func runHub(_ statement: HubStatement) throws {
+        if statement == .start {
+            try simulation.startHub()
+            return
+        }
+        guard let hub = simulation.hub else { throw Failure(expected: "a hub", found: "no hub; start it with hub") }
+        if let name = statement.client, hub.client(name) == nil { throw Failure(expected: "client \(name)", found: "no such client") }
+        try hub.apply(statement)
+    }
+
+    private func client(_ name: String) throws -> SimulatedClient {
+        guard let client = simulation.hub?.client(name) else { throw Failure(expected: "client \(name)", found: "no such client; declare it with client \(name)") }
+        return client
+    }
+
+    private func show(_ bytes: [UInt8]?) -> String {
+        bytes.map { "\"\(String(decoding: $0, as: UTF8.self))\"" } ?? "absent"
+    }
+
+    func checkHub(_ expectation: HubExpectation) throws {
+        guard let hub = simulation.hub else { throw Failure(expected: "a hub", found: "no hub; start it with hub") }
+        switch expectation {
+        case let .value(name, kind, id, value):
+            let found = try client(name).store.value(kind: kind, id: id)
+            guard found == value.map({ Array($0.utf8) }) else { throw Failure(expected: show(value.map { Array($0.utf8) }), found: show(found)) }
+        case let .member(name, kind, id, set, member, has):
+            let found = try client(name).store.holds(kind: kind, id: id, set: set, member: member)
+            guard found == has else {
+                throw Failure(expected: "\(id) \(has ? "has" : "lacks") \(member)", found: "\(set) = \(try client(name).store.members(kind: kind, id: id, set: set))")
+            }
+        case let .group(name, kind, group, set, member, has):
+            let found = try client(name).store.rollup(kind: kind, group: group, set: set, member: member)
+            guard found == has else {
+                throw Failure(expected: "group \(group) \(has ? "has" : "lacks") \(member)", found: found.map { $0 ? "has" : "lacks" } ?? "no rollup row for the group")
+            }
+        case let .queue(name, which, count):
+            let counts = try client(name).store.queueCounts()
+            let found =
+                switch which {
+                case .pending: counts.pending + counts.inFlight
+                case .inFlight: counts.inFlight
+                case .failed: counts.failed
+                }
+            guard found == count else {
+                throw Failure(expected: "\(count) \(which.rawValue)", found: "\(found) (pending \(counts.pending), in flight \(counts.inFlight), failed \(counts.failed))")
+            }
+        case let .hubValue(kind, id, value):
+            let found = try hub.value(kind: kind, id: id)
+            guard found == value.map({ Array($0.utf8) }) else { throw Failure(expected: show(value.map { Array($0.utf8) }), found: show(found)) }
+        case let .hubMember(kind, id, set, member, has):
+            let found = try hub.holds(kind: kind, id: id, set: set, member: member)
+            guard found == has else { throw Failure(expected: "\(id) \(has ? "has" : "lacks") \(member) on the hub", found: found ? "has" : "lacks") }
+        case let .pushes(name, count):
+            _ = try client(name)
+            let found = hub.pushesReceived[name, default: 0]
+            guard found == count else { throw Failure(expected: "\(count) pushes from \(name)", found: "\(found)") }
+        case .tombstones(let count):
+            let found = try hub.tombstones()
+            guard found == count else { throw Failure(expected: "\(count) tombstones on the hub", found: "\(found)") }
+        case let .conflict(name, kind, id):
+            let conflicts = try client(name).store.conflicts()
+            guard conflicts.contains(where: { $0.kind == kind && $0.id == id }) else {
+                throw Failure(expected: "a conflict event for \(kind) \(id)", found: conflicts.isEmpty ? "none" : conflicts.map { "\($0.kind) \($0.id)" }.joined(separator: ", "))
+            }
+        case let .halted(name, halted):
+            // A mirror client never halts: every failure it meets is retried or ends as a failed mutation.
+            _ = try client(name)
+            guard !halted else { throw Failure(expected: "\(name) halted", found: "running (a mirror client does not halt)") }
+        }
+    }
+}

@@ -1,0 +1,372 @@
+import Foundation
+import Stele
+import SteleHub
+import SteleSQL
+import Synchronization
+
+/// The hub of a scenario (SCENARIOS.md "Hub statements"): the request handling
+/// `stele-hub` ships (`HubService` over SQLite), reached through a simulated
+/// network (`hub down`, pushes failed on purpose, answers lost), on the
+/// simulation's virtual clock; and its mirror clients, each with its own store
+/// file and clock, running the shipped ``MirrorSync`` and ``MirrorDriver``.
+public final class SimulatedHub {
+    /// The hub's wall clock: the simulation's virtual time after a fixed start.
+    final class Clock: Sendable {
+        private let value = Mutex<Int64>(0)
+        var milliseconds: Int64 { value.withLock { $0 } }
+        func set(_ milliseconds: Int64) { value.withLock { $0 = milliseconds } }
+    }
+
+    /// Milliseconds since 1970 at virtual time zero.
+    static let epochStart: Int64 = 1_800_000_000_000
+
+    unowned let simulation: Simulation
+    let folder: String
+    let clock = Clock()
+    private(set) var storage: SQLiteHubStorage
+    private(set) var service: HubService
+    let founder: DeviceIdentity
+    let account: AccountID
+    private var token = ""
+    public private(set) var isDown = false
+    private var pushFaults: [HubStatement.PushFault] = []
+    /// Push requests the hub received, by client.
+    public private(set) var pushesReceived: [String: Int] = [:]
+    private(set) var rollups: [(kind: String, set: String, member: String)] = []
+    public private(set) var clients: [SimulatedClient] = []
+
+    var hubPath: String { folder + "/hub.sqlite" }
+
+    init(simulation: Simulation) throws {
+        self.simulation = simulation
+        folder = simulation.folder + "/hub"
+        try FileManager.default.createDirectory(atPath: folder + "/backups", withIntermediateDirectories: true)
+        storage = try SQLiteHubStorage(path: folder + "/hub.sqlite")
+        service = Self.service(storage, clock)
+        founder = try DeviceIdentity.generate()
+        account = AccountID.generate()
+        tick()
+        let roster = try Roster.founding(account: account, by: founder)
+        let founded = call("POST", "/v1/accounts", json: ["genesis": Data(roster.encoded).base64EncodedString()], token: nil)
+        guard founded.status == 201 else { throw SimulationInputError(message: "the simulated hub refused the account: \(founded.status)") }
+        try openSession()
+    }
+
+    deinit { storage.close() }
+
+    private static func service(_ storage: SQLiteHubStorage, _ clock: Clock) -> HubService {
+        var configuration = HubService.Configuration()
+        configuration.open = true
+        return HubService(storage: storage, configuration: configuration, clock: { clock.milliseconds + 0 })
+    }
+
+    /// The hub's clock follows the simulation's.
+    func tick() { clock.set(Self.epochStart + simulation.now) }
+
+    private func openSession() throws {
+        tick()
+        let time = clock.milliseconds
+        let signature = try HubSessionProof.sign(by: founder, account: account, timeMilliseconds: time)
+        let answer = call(
+            "POST", "/v1/accounts/\(account.hex)/sessions", json: ["device": founder.deviceID.hex, "time": time, "signature": Data(signature).base64EncodedString()],
+            token: nil)
+        guard answer.status == 200, let token = (try? JSONSerialization.jsonObject(with: Data(answer.body))) as? [String: Any], let text = token["token"] as? String else {
+            throw SimulationInputError(message: "the simulated hub refused a session: \(answer.status)")
+        }
+        self.token = text
+    }
+
+    /// One request into the hub's handler, answered at once (a long poll that finds nothing expires at once).
+    func call(_ method: String, _ target: String, json: [String: Any]? = nil, body: [UInt8] = [], token: String?) -> HubResponse {
+        tick()
+        var headers: [String: String] = [:]
+        if let token { headers["authorization"] = "Bearer \(token)" }
+        var bytes = body
+        if let json, let data = try? JSONSerialization.data(withJSONObject: json) { bytes = [UInt8](data) }
+        switch service.handle(HubRequest(method: method, target: target, headers: headers, body: bytes)) {
+        case .respond(let response): return response
+        case .wait(let wait): return wait.poll() ?? wait.expire()
+        }
+    }
+
+    /// A client's request through the simulated network.
+    func exchange(_ request: MirrorRequest, from client: String) -> MirrorReply {
+        guard !isDown else { return .unreachable("the hub is down") }
+        if case .push = request.purpose {
+            pushesReceived[client, default: 0] += 1
+            if !pushFaults.isEmpty {
+                let fault = pushFaults.removeFirst()
+                switch fault {
+                case .timeout:
+                    _ = authenticatedCall(request)
+                    return .lost("the hub applied the push; its answer never arrived")
+                case .internalError, .unavailable, .notFound:
+                    let status = Int(fault.rawValue) ?? 500
+                    return .answer(HubAnswer(status: status, body: Array(#"{"error":{"code":"injected","message":"a failure the scenario asked for"}}"#.utf8)))
+                }
+            }
+        }
+        let response = authenticatedCall(request)
+        var headers: [String: String] = [:]
+        for (name, value) in response.headers { headers[name.lowercased()] = value }
+        return .answer(HubAnswer(status: response.status, headers: headers, body: response.body))
+    }
+
+    /// A request with the session token; a new session once when the hub forgot it (a restore).
+    private func authenticatedCall(_ request: MirrorRequest) -> HubResponse {
+        let target = "/v1/accounts/\(account.hex)/\(request.path)"
+        let first = call(request.method, target, body: request.body, token: token)
+        guard first.status == 401, (try? openSession()) != nil else { return first }
+        return call(request.method, target, body: request.body, token: token)
+    }
+
+    // MARK: - Statements
+
+    func apply(_ statement: HubStatement) throws {
+        switch statement {
+        case .start:
+            break
+        case .appendOnly(let kind):
+            let answer = call("PUT", "/v1/accounts/\(account.hex)/kinds/\(kind)", json: ["appendOnly": true], token: token)
+            guard answer.status == 200 else { throw SimulationInputError(message: "the hub refused kind \(kind): \(answer.status)") }
+        case .client(let name):
+            guard client(name) == nil else { throw SimulationInputError(message: "client \(name) exists") }
+            let client = try SimulatedClient(name: name, path: folder + "/client-\(name).sqlite", hub: self)
+            for rule in rollups { try client.store.declareRollup(kind: rule.kind, set: rule.set, member: rule.member) }
+            clients.append(client)
+        case let .rollup(kind, set, member):
+            rollups.append((kind, set, member))
+            for client in clients { try client.store.declareRollup(kind: kind, set: set, member: member) }
+        case let .failPushes(count, fault):
+            pushFaults += Array(repeating: fault, count: count)
+        case .down:
+            isDown = true
+        case .up:
+            isDown = false
+        case .backup(let label):
+            storage.close()
+            try Self.copyDatabase(from: hubPath, to: folder + "/backups/\(label).sqlite")
+            try reopen()
+        case .restore(let label):
+            storage.close()
+            try Self.copyDatabase(from: folder + "/backups/\(label).sqlite", to: hubPath)
+            try reopen()
+            // The operator's restore gives the history a new epoch, so every cursor of the old one is refused and replays.
+            _ = try storage.transaction { sql in
+                try sql.execute("UPDATE hub_meta SET value = $1 WHERE name = 'epoch'", [.text("restored-\(label)-\(simulation.now)")])
+            }
+        default:
+            guard let name = statement.client, let client = client(name) else { throw SimulationInputError(message: "no such client") }
+            try client.apply(statement)
+        }
+    }
+
+    private func reopen() throws {
+        storage = try SQLiteHubStorage(path: hubPath)
+        service = Self.service(storage, clock)
+    }
+
+    /// Copies an SQLite database with the files beside it, the source closed.
+    static func copyDatabase(from source: String, to target: String) throws {
+        let manager = FileManager.default
+        for suffix in ["", "-wal", "-shm"] {
+            if manager.fileExists(atPath: target + suffix) { try manager.removeItem(atPath: target + suffix) }
+            if manager.fileExists(atPath: source + suffix) { try manager.copyItem(atPath: source + suffix, toPath: target + suffix) }
+        }
+    }
+
+    public func client(_ name: String) -> SimulatedClient? { clients.first { $0.name == name } }
+
+    // MARK: - The hub's truth
+
+    /// The hub's canonical record: its payload, `nil` for a tombstone or an unknown record.
+    public func value(kind: String, id: String) throws -> [UInt8]? {
+        let rows = try storage.transaction { sql in
+            try sql.query("SELECT payload FROM records WHERE account = $1 AND kind = $2 AND id = $3", [.text(account.hex), .text(kind), .text(id)])
+        }
+        if case .blob(let bytes)? = rows.first?.first { return bytes }
+        return nil
+    }
+
+    public func holds(kind: String, id: String, set: String, member: String) throws -> Bool {
+        try !storage.transaction { sql in
+            try sql.query(
+                "SELECT 1 FROM record_members WHERE account = $1 AND kind = $2 AND id = $3 AND set_name = $4 AND member = $5",
+                [.text(account.hex), .text(kind), .text(id), .text(set), .text(member)])
+        }.isEmpty
+    }
+
+    public func tombstones() throws -> Int {
+        let rows = try storage.transaction { sql in try sql.query("SELECT count(*) FROM records WHERE account = $1 AND payload IS NULL", [.text(account.hex)]) }
+        if case .integer(let count)? = rows.first?.first { return Int(count) }
+        return 0
+    }
+
+    /// Every live record of the hub: kind → id → payload, and the member sets.
+    public func truth() throws -> (records: [String: [String: [UInt8]]], members: Set<[String]>) {
+        var records: [String: [String: [UInt8]]] = [:]
+        var members: Set<[String]> = []
+        try storage.transaction { sql in
+            for row in try sql.query("SELECT kind, id, payload FROM records WHERE account = $1 AND payload IS NOT NULL", [.text(account.hex)]) {
+                if case .text(let kind) = row[0], case .text(let id) = row[1], case .blob(let payload) = row[2] { records[kind, default: [:]][id] = payload }
+            }
+            for row in try sql.query("SELECT kind, id, set_name, member FROM record_members WHERE account = $1", [.text(account.hex)]) {
+                let words = row.compactMap { if case .text(let text) = $0 { text } else { nil } }
+                if words.count == 4 { members.insert(words) }
+            }
+        }
+        return (records, members)
+    }
+}
+
+extension HubStatement {
+    /// The client a statement is about, if any.
+    var client: String? {
+        switch self {
+        case .put(let client, _, _, _, _), .delete(let client, _, _), .member(let client, _, _, _, _, _), .groupMember(let client, _, _, _, _, _),
+            .step(let client, _), .crashAt(let client, _), .crash(let client), .skew(let client, _), .backupClient(let client, _),
+            .restoreClient(let client, _):
+            client
+        case .start, .appendOnly, .client, .rollup, .failPushes, .down, .up, .backup, .restore:
+            nil
+        }
+    }
+}
+
+/// A mirror client of the simulated hub: its own store file and clock, the
+/// shipped sync machine and driver, and the crash points of SCENARIOS.md.
+public final class SimulatedClient {
+    public let name: String
+    let path: String
+    unowned let hub: SimulatedHub
+    let clock: ManualWallClock
+    /// How far this client's clock runs ahead of the simulation (`skew C`).
+    private(set) var skew: Int64 = 0
+    public private(set) var store: MirrorStore
+    private(set) var driver: MirrorDriver
+    private var pendingCrash: MirrorDriver.CrashPoint?
+    /// How many times the client's process restarted (a crash, a restore).
+    public private(set) var restarts = 0
+
+    init(name: String, path: String, hub: SimulatedHub) throws {
+        self.name = name
+        self.path = path
+        self.hub = hub
+        clock = ManualWallClock(milliseconds: SimulatedHub.epochStart + hub.simulation.now)
+        store = try Self.open(path, clock, name: name, incarnation: 0)
+        driver = MirrorDriver(sync: MirrorSync(store: store), transport: Transport(), sleepUntil: { _ in })
+        driver = makeDriver()
+    }
+
+    private static func open(_ path: String, _ clock: ManualWallClock, name: String, incarnation: Int) throws -> MirrorStore {
+        var configuration = MirrorStore.Configuration()
+        configuration.clock = clock
+        configuration.owner = "\(name)#\(incarnation)"
+        return try MirrorStore(path: path, configuration: configuration)
+    }
+
+    /// Carries the client's requests into the simulated hub.
+    final class Transport: MirrorTransport {
+        weak var client: SimulatedClient?
+        func exchange(_ request: MirrorRequest) -> MirrorReply {
+            guard let client else { return .unreachable("the client is gone") }
+            return client.hub.exchange(request, from: client.name)
+        }
+    }
+
+    private func makeDriver() -> MirrorDriver {
+        let transport = Transport()
+        transport.client = self
+        return MirrorDriver(sync: MirrorSync(store: store), transport: transport) { [unowned self] target in
+            // Back-off and leases wait in virtual time.
+            let wait = target - clock.nowMilliseconds()
+            if wait > 0 { hub.simulation.advance(byMilliseconds: wait) }
+            tick()
+        }
+    }
+
+    /// The client's clock follows the simulation's, with its skew.
+    func tick() { clock.set(milliseconds: SimulatedHub.epochStart + hub.simulation.now + skew) }
+
+    /// The process restarts from its store: a new instance on the same file, a new claim owner.
+    func restart() throws {
+        restarts += 1
+        store = try Self.open(path, clock, name: name, incarnation: restarts)
+        let rules = hub.rollups
+        for rule in rules { try store.declareRollup(kind: rule.kind, set: rule.set, member: rule.member) }
+        driver = makeDriver()
+    }
+
+    func apply(_ statement: HubStatement) throws {
+        tick()
+        switch statement {
+        case let .put(_, kind, id, value, group):
+            try store.put(kind: kind, id: id, payload: Array(value.utf8), group: group)
+        case let .delete(_, kind, id):
+            try store.delete(kind: kind, id: id)
+        case let .member(_, add, kind, id, set, member):
+            if add { try store.add(kind: kind, id: id, set: set, member: member) } else { try store.remove(kind: kind, id: id, set: set, member: member) }
+        case let .groupMember(_, add, kind, group, set, member):
+            if add {
+                try store.addToGroup(kind: kind, group: group, set: set, member: member)
+            } else {
+                try store.removeFromGroup(kind: kind, group: group, set: set, member: member)
+            }
+        case .step(_, let step):
+            try run(step)
+        case .crashAt(_, let point):
+            pendingCrash = point
+        case .crash:
+            try restart()
+        case .skew(_, let milliseconds):
+            skew = milliseconds
+            tick()
+        case .backupClient(_, let label):
+            try Connection(path: path).backup(to: hub.folder + "/backups/client-\(label).sqlite")
+        case .restoreClient(_, let label):
+            try Connection(path: path).restore(from: hub.folder + "/backups/client-\(label).sqlite")
+            try restart()
+        default:
+            break
+        }
+    }
+
+    private func run(_ step: HubStatement.ClientStep) throws {
+        driver.crashPoint = pendingCrash
+        defer { driver.crashPoint = nil }
+        do {
+            switch step {
+            case .undo: try store.undo()
+            case .flush: _ = try driver.flush()
+            case .pull: _ = try driver.pull()
+            case .sync: try driver.syncUntilQuiet()
+            case .retry: try store.retryFailed()
+            case .replay: _ = try driver.replay()
+            case .wipe: try wipe()
+            }
+            if step == .flush || step == .sync { pendingCrash = nil }
+        } catch is MirrorDriver.Crashed {
+            // The flush died where the scenario said; the process restarts from its store.
+            pendingCrash = nil
+            try restart()
+        }
+    }
+
+    /// The app's data goes (the canonical tables and their rollups); the sync bookkeeping (cursor, queue) stays.
+    private func wipe() throws {
+        let connection = try Connection(path: path)
+        try connection.transaction {
+            try connection.execute("DELETE FROM mirror_records")
+            try connection.execute("DELETE FROM mirror_members")
+            try connection.execute("DELETE FROM mirror_rollups")
+        }
+    }
+}
+
+extension Simulation {
+    /// Starts the scenario's hub (`hub`).
+    public func startHub() throws {
+        guard hub == nil else { throw SimulationInputError(message: "the hub is already running") }
+        hub = try SimulatedHub(simulation: self)
+    }
+}
