@@ -87,7 +87,7 @@ extension HubService {
     func push(_ account: AccountID, _ request: HubRequest) throws -> HubResponse {
         let mutations = try Self.mutations(request.body, configuration: configuration)
         let now = now()
-        let (history, results, changed) = try transaction { sql in
+        let (history, results, changed, epoch) = try transaction { sql in
             _ = try authenticate(request, account, sql)
             try sql.lockAccount(account.hex)
             var history = try historyID(account, sql)
@@ -110,14 +110,17 @@ extension HubService {
                 results.append(result)
             }
             if history != before { try sql.execute("UPDATE accounts SET history = $2 WHERE id = $1", [.text(account.hex), .integer(history)]) }
-            return (history, results, history != before)
+            return (history, results, history != before, try self.epoch(sql))
         }
         if changed { announce(Self.recordsKey(account.hex)) }
+        // The epoch beside the history id (HUB-API: every history id travels with it), so a
+        // client knows which history its retirement gates belong to.
         struct Answer: Encodable {
             let historyId: Int64
+            let epoch: String
             let results: [MutationResult]
         }
-        return try Self.encoded(Answer(historyId: history, results: results))
+        return try Self.encoded(Answer(historyId: history, epoch: epoch, results: results))
     }
 
     /// The account's history id: its highest change position.
@@ -165,7 +168,18 @@ extension HubService {
         case .delete:
             // 002: a tombstone never beats a live copy of an append-only kind.
             if appendOnly { return answer("refused", reason: "append_only") }
-            guard let existing, !existing.isTombstone else { return answer("not_found") }
+            guard let existing else {
+                // Absent: the outcome the client wanted already holds (004: not found is success). The hub
+                // still keeps the deletion and its time, so that an older copy pushed later (a client
+                // that missed the delete re-pushing what a restored hub lacks) loses to it instead of
+                // bringing the record back.
+                history += 1
+                try sql.execute(
+                    "INSERT INTO records (account, kind, id, payload, modified_ms, grp, seq) VALUES ($1, $2, $3, NULL, $4, NULL, $5)",
+                    [.text(account.hex), .text(mutation.kind), .text(mutation.record), .integer(mutation.modifiedAt), .integer(history)])
+                return answer("not_found")
+            }
+            guard !existing.isTombstone else { return answer("not_found") }
             if existing.modifiedAt > mutation.modifiedAt { return answer("stale", reason: "a newer version won") }
             history += 1
             try tombstone(account, kind: mutation.kind, id: mutation.record, modifiedAt: mutation.modifiedAt, seq: history, sql)

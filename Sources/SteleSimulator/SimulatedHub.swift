@@ -34,6 +34,10 @@ public final class SimulatedHub {
     public private(set) var pushesReceived: [String: Int] = [:]
     private(set) var rollups: [(kind: String, set: String, member: String)] = []
     public private(set) var clients: [SimulatedClient] = []
+    /// The hub's latest backup, for a random restore.
+    public private(set) var lastBackup: String?
+    /// Every push the hub answered, for the judgement after healing.
+    public let oracle = MirrorOracle()
 
     var hubPath: String { folder + "/hub.sqlite" }
 
@@ -98,7 +102,8 @@ public final class SimulatedHub {
                 let fault = pushFaults.removeFirst()
                 switch fault {
                 case .timeout:
-                    _ = authenticatedCall(request)
+                    let response = authenticatedCall(request)
+                    oracle.observe(push: request.body, status: response.status, answer: response.body)
                     return .lost("the hub applied the push; its answer never arrived")
                 case .internalError, .unavailable, .notFound:
                     let status = Int(fault.rawValue) ?? 500
@@ -107,6 +112,7 @@ public final class SimulatedHub {
             }
         }
         let response = authenticatedCall(request)
+        if case .push = request.purpose { oracle.observe(push: request.body, status: response.status, answer: response.body) }
         var headers: [String: String] = [:]
         for (name, value) in response.headers { headers[name.lowercased()] = value }
         return .answer(HubAnswer(status: response.status, headers: headers, body: response.body))
@@ -144,6 +150,7 @@ public final class SimulatedHub {
         case .up:
             isDown = false
         case .backup(let label):
+            lastBackup = label
             storage.close()
             try Self.copyDatabase(from: hubPath, to: folder + "/backups/\(label).sqlite")
             try reopen()
@@ -151,6 +158,7 @@ public final class SimulatedHub {
             storage.close()
             try Self.copyDatabase(from: folder + "/backups/\(label).sqlite", to: hubPath)
             try reopen()
+            oracle.epoch += 1
             // The operator's restore gives the history a new epoch, so every cursor of the old one is refused and replays.
             _ = try storage.transaction { sql in
                 try sql.execute("UPDATE hub_meta SET value = $1 WHERE name = 'epoch'", [.text("restored-\(label)-\(simulation.now)")])
@@ -194,6 +202,18 @@ public final class SimulatedHub {
                 "SELECT 1 FROM record_members WHERE account = $1 AND kind = $2 AND id = $3 AND set_name = $4 AND member = $5",
                 [.text(account.hex), .text(kind), .text(id), .text(set), .text(member)])
         }.isEmpty
+    }
+
+    /// Every record the hub holds, tombstones included, by "kind id".
+    public func allRecords() throws -> [String: (payload: [UInt8]?, modifiedAt: Int64)] {
+        var records: [String: (payload: [UInt8]?, modifiedAt: Int64)] = [:]
+        try storage.transaction { sql in
+            for row in try sql.query("SELECT kind, id, payload, modified_ms FROM records WHERE account = $1", [.text(account.hex)]) {
+                guard case .text(let kind) = row[0], case .text(let id) = row[1], case .integer(let modified) = row[3] else { continue }
+                if case .blob(let payload) = row[2] { records["\(kind) \(id)"] = (payload, modified) } else { records["\(kind) \(id)"] = (nil, modified) }
+            }
+        }
+        return records
     }
 
     public func tombstones() throws -> Int {
@@ -297,21 +317,36 @@ public final class SimulatedClient {
         driver = makeDriver()
     }
 
+    /// What the client's last write aimed at, for the oracle when it is undone.
+    private var lastTargets: [MirrorOracle.Target] = []
+
+    /// Tells the oracle what the user just asked for.
+    private func intend(_ targets: [MirrorOracle.Target]) {
+        lastTargets = targets
+        hub.oracle.noteIntent(targets)
+    }
+
     func apply(_ statement: HubStatement) throws {
         tick()
         switch statement {
         case let .put(_, kind, id, value, group):
             try store.put(kind: kind, id: id, payload: Array(value.utf8), group: group)
+            intend([MirrorOracle.Target(kind: kind, id: id)])
         case let .delete(_, kind, id):
             try store.delete(kind: kind, id: id)
+            intend([MirrorOracle.Target(kind: kind, id: id)])
         case let .member(_, add, kind, id, set, member):
             if add { try store.add(kind: kind, id: id, set: set, member: member) } else { try store.remove(kind: kind, id: id, set: set, member: member) }
+            intend([MirrorOracle.Target(kind: kind, id: id, set: set, member: member)])
         case let .groupMember(_, add, kind, group, set, member):
-            if add {
-                try store.addToGroup(kind: kind, group: group, set: set, member: member)
-            } else {
-                try store.removeFromGroup(kind: kind, group: group, set: set, member: member)
-            }
+            let results =
+                add
+                ? try store.addToGroup(kind: kind, group: group, set: set, member: member)
+                : try store.removeFromGroup(kind: kind, group: group, set: set, member: member)
+            if !results.isEmpty { intend(results.keys.sorted().map { MirrorOracle.Target(kind: kind, id: $0, set: set, member: member) }) }
+        case .step(_, .undo):
+            if try store.undo() { hub.oracle.noteIntent(lastTargets) }
+            lastTargets = []
         case .step(_, let step):
             try run(step)
         case .crashAt(_, let point):
@@ -336,7 +371,7 @@ public final class SimulatedClient {
         defer { driver.crashPoint = nil }
         do {
             switch step {
-            case .undo: try store.undo()
+            case .undo: break
             case .flush: _ = try driver.flush()
             case .pull: _ = try driver.pull()
             case .sync: try driver.syncUntilQuiet()

@@ -7,10 +7,15 @@ public struct SimulationRun {
     /// The faults a run may inject.
     public enum Fault: String, Sendable, CaseIterable {
         case loss, dup, reorder, partition, offline, crash, restore, skew, join, revoke, storage, anchor
+        /// With mirror clients: the hub down and up, pushes failed or their answers lost,
+        /// a client crashed (at a point of its flush, or at once) or skewed, the hub restored from a backup.
+        case hub
     }
 
     public struct Options: Sendable {
         public var devices = 3
+        /// Mirror clients of a hub beside the fleet (`--clients N`); none by default.
+        public var clients = 0
         public var steps = 200
         public var faults: Set<Fault> = Set(Fault.allCases)
         /// How long the healed phase may take to converge, in virtual milliseconds.
@@ -70,8 +75,13 @@ public struct SimulationRun {
         /// Deliveries still owed once everyone had been reachable for the bound.
         public var undelivered = false
 
+        /// What the mirror clients' oracle found after healing (none without clients).
+        public var mirrorFailures = 0
+        public var mirrorMutations = 0
+
         public var failed: Bool {
             resurrections > 0 || lostWrites > 0 || unreadable > 0 || uncheckable > 0 || convergenceMilliseconds == nil || uncollected || undelivered
+                || mirrorFailures > 0
         }
     }
 
@@ -100,11 +110,20 @@ public struct SimulationRun {
         var workload = Workload()
         var backups: [String: String] = [:]
         // In a fixed order: a Set's order changes from process to process.
-        let faults = Fault.allCases.filter { options.faults.contains($0) }
+        let faults = Fault.allCases.filter { options.faults.contains($0) && ($0 != .hub || options.clients > 0) }
+        var mirror = MirrorWorkload(clients: options.clients)
+        for statement in mirror.setup() { try run(statement) }
 
         // Fault phase.
         for _ in 0..<options.steps {
             try run(.advance(random.value(in: 10...2_000)))
+            if options.clients > 0, random.chance(Double(100 * options.clients) / Double(options.clients + options.devices)) {
+                for statement in mirror.next(&random) { try run(statement) }
+                if random.chance(12), faults.contains(.hub) {
+                    for statement in mirror.fault(&random, simulation) { try run(statement) }
+                }
+                continue
+            }
             let active = simulation.devices.map(\.name)
             guard var name = active.randomElement(using: &random) else { break }
             var operation: WorkloadOperation
@@ -173,6 +192,8 @@ public struct SimulationRun {
                 let fault = StorageFault.allCases.randomElement(using: &random)!
                 let target = active.randomElement(using: &random)!
                 try run(.storageFault(device: target, fault, afterSteps: Int(random.value(in: 0...40))))
+            case .hub:
+                for statement in mirror.fault(&random, simulation) { try run(statement) }
             case .anchor:
                 // The anchor substrate in trouble: out of reach (or back), a failed
                 // upload, or a slow one that may outlive its round (001 §8).
@@ -254,6 +275,15 @@ public struct SimulationRun {
                 outcome.findings.append("did not settle after the deliveries: \(simulation.stillMoving() ?? "")")
                 outcome.convergenceMilliseconds = nil
             }
+        }
+        if options.clients > 0, let hub = simulation.hub {
+            // Healed: the hub up, every client retries what failed and syncs until quiet, twice round, then all are judged.
+            for statement in mirror.heal(simulation) { try run(statement) }
+            let oracle = hub.oracle
+            try oracle.check(hub)
+            outcome.mirrorFailures = oracle.mismatches + oracle.resurrections + oracle.appliedTwice + oracle.lostIntents + oracle.rollupErrors
+            outcome.mirrorMutations = oracle.appliedCount
+            outcome.findings += oracle.findings
         }
         outcome.operations = simulation.statistics.operations
         outcome.deletes = simulation.statistics.deletes

@@ -23,6 +23,9 @@ public struct SimulationSummary: Sendable, Codable {
     public var unreadable = 0
     public var uncheckable = 0
     public var tombstonesLeft = 0
+    /// Mutations the hub applied for mirror clients, and what their oracle found.
+    public var mirrorMutations = 0
+    public var mirrorFailures = 0
     public var convergenceP50Milliseconds: Int64?
     public var convergenceP99Milliseconds: Int64?
     /// Virtual time from convergence until every tombstone was collected (G4).
@@ -54,6 +57,8 @@ public struct SimulationSummary: Sendable, Codable {
             for (kind, count) in outcome.faults { faults[kind, default: 0] += count }
             resurrections += outcome.resurrections
             lostWrites += outcome.lostWrites
+            mirrorMutations += outcome.mirrorMutations
+            mirrorFailures += outcome.mirrorFailures
             leaksAtTheLimit += outcome.leaksAtTheLimit
             reissuesAtTheLimit += outcome.reissuesAtTheLimit
             unreadable += outcome.unreadable
@@ -97,6 +102,7 @@ public struct SimulationSummary: Sendable, Codable {
         var lines = [
             "runs                \(runs)",
             "operations          \(operations) (\(deletes) deletes)",
+            "mirror mutations    \(mirrorMutations) applied by the hub, \(mirrorFailures) oracle findings",
             "frames              \(frames)",
             String(format: "wall time           %.1f s (%.0f operations/s)", wallSeconds, wallSeconds > 0 ? Double(operations) / wallSeconds : 0),
             "faults              " + (faults.isEmpty ? "none" : faults.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")),

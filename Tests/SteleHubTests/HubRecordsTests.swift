@@ -85,6 +85,8 @@ import TestSupport
         #expect(a.statuses([Self.put("x", "same-time", at: t + 1)]) == ["stale"], "a put at the tombstone's time loses to it")
         #expect(a.statuses([Self.delete("x", at: t + 5)]) == ["not_found"], "a tombstone is not deleted twice")
         #expect(a.statuses([Self.delete("never", at: t)]) == ["not_found"])
+        #expect(a.statuses([Self.put("never", "older", at: t - 1)]) == ["stale"], "the hub keeps a delete of what it lacked: an older copy pushed later loses to it")
+        #expect(a.statuses([Self.put("never", "newer", at: t + 1)]) == ["applied"])
         #expect(a.statuses([Self.put("x", "back", at: t + 2)]) == ["applied"], "a newer write brings it back")
         // Two live writes of the same time: every hub picks the larger payload.
         #expect(a.statuses([Self.put("y", "b", at: t)]) == ["applied"])

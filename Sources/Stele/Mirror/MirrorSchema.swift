@@ -58,6 +58,8 @@ enum MirrorSchema {
                     next_attempt_at INTEGER NOT NULL DEFAULT 0,
                     -- The retirement gate (003 "Retirement: on echo"), recorded when the hub answered.
                     expected_history_id INTEGER CHECK (expected_history_id IS NULL OR expected_history_id >= 0),
+                    -- The epoch of the hub's history the gate belongs to: in another, it means nothing.
+                    expected_epoch TEXT,
                     outcome TEXT CHECK (outcome IS NULL OR outcome IN ('applied', 'stale', 'not_found', 'refused')),
                     ordinal INTEGER NOT NULL,
                     last_error TEXT,

@@ -82,10 +82,12 @@ extension MirrorStore {
     /// and sends the mutation again under a new id, stamped anew.
     /// An answer for a mutation this instance no longer holds (another intent
     /// overlaid it, another flusher took it over) changes nothing.
-    func record(answers: [Answer], historyID: Int64) throws -> Recorded {
+    func record(answers: [Answer], historyID: Int64, epoch: String?) throws -> Recorded {
         try connection.transaction {
             var recorded = Recorded()
-            let cursor = try self.cursor().historyID
+            let current = try self.cursor()
+            // The cursor vouches for a gate only in the history the gate belongs to.
+            let cursor = epoch != nil && current.epoch == epoch ? current.historyID : -1
             var groups: [String: Set<String>] = [:]
             for answer in answers {
                 guard
@@ -125,9 +127,10 @@ extension MirrorStore {
                 } else {
                     try connection.execute(
                         """
-                        UPDATE mirror_queue SET state = 'in_flight', expected_history_id = ?2, outcome = ?3, claim_owner = NULL, claim_until = NULL, last_error = NULL
+                        UPDATE mirror_queue SET state = 'in_flight', expected_history_id = ?2, expected_epoch = ?4, outcome = ?3, claim_owner = NULL, claim_until = NULL,
+                            last_error = NULL
                         WHERE qid = ?1
-                        """, [.integer(qid), .integer(gate), .text(answer.status)])
+                        """, [.integer(qid), .integer(gate), .text(answer.status), epoch.map(SQLValue.text) ?? .null])
                     recorded.gated += 1
                 }
             }

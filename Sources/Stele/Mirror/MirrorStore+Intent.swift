@@ -54,19 +54,19 @@ extension MirrorStore {
 
     /// Group-level triage (003 "Thread-level vs message-level"): removes `member`
     /// from every effective record of the group that carries it, so the group's
-    /// rollup really turns false. Returns how many deltas were queued.
+    /// rollup really turns false. Returns what each delta did to the queue, by record id.
     @discardableResult
-    public func removeFromGroup(kind: String, group: String, set: String, member: String) throws -> Int {
+    public func removeFromGroup(kind: String, group: String, set: String, member: String) throws -> [String: Enqueued] {
         try triage(kind: kind, group: group, set: set, member: member, op: "remove")
     }
 
     /// Adds `member` to every effective record of the group that lacks it.
     @discardableResult
-    public func addToGroup(kind: String, group: String, set: String, member: String) throws -> Int {
+    public func addToGroup(kind: String, group: String, set: String, member: String) throws -> [String: Enqueued] {
         try triage(kind: kind, group: group, set: set, member: member, op: "add")
     }
 
-    private func triage(kind: String, group: String, set: String, member: String, op: String) throws -> Int {
+    private func triage(kind: String, group: String, set: String, member: String, op: String) throws -> [String: Enqueued] {
         try Self.checkKey(group, "group")
         try checkedSetOp(kind: kind, id: group, set: set, member: member)
         return try connection.transaction {
@@ -76,11 +76,12 @@ extension MirrorStore {
                 WHERE \(MirrorOverlay.holds(kind: "?1", id: "g.id", set: "?3", member: "?4")) = ?5 ORDER BY g.id
                 """, [.text(kind), .text(group), .text(set), .text(member), .integer(op == "remove" ? 1 : 0)]
             ) { $0.text(0) }
-            for id in needing { _ = try enqueueSet(kind: kind, id: id, op: op, set: set, member: member, remember: false) }
+            var results: [String: Enqueued] = [:]
+            for id in needing { results[id] = try enqueueSet(kind: kind, id: id, op: op, set: set, member: member, remember: false) }
             if !needing.isEmpty {
                 try rememberForUndo(UndoRecord(kind: kind, setChanges: needing.map { UndoRecord.SetChange(id: $0, op: op, set: set, member: member) }))
             }
-            return needing.count
+            return results
         }
     }
 
@@ -183,7 +184,7 @@ extension MirrorStore {
         try connection.execute(
             """
             UPDATE mirror_queue SET mutation = ?2, op = ?3, payload = ?4, grp = ?5, modified_at = ?6, state = 'pending', attempts = 0, claims = 0,
-                claim_owner = NULL, claim_until = NULL, next_attempt_at = 0, expected_history_id = NULL, outcome = NULL, ordinal = ?7, last_error = NULL
+                claim_owner = NULL, claim_until = NULL, next_attempt_at = 0, expected_history_id = NULL, expected_epoch = NULL, outcome = NULL, ordinal = ?7, last_error = NULL
             WHERE qid = ?1
             """, [.integer(qid), .text(mutation), .text(op), payload.map(SQLValue.blob) ?? .null, group.map(SQLValue.text) ?? .null, .integer(modifiedAt), .integer(ordinal)])
     }

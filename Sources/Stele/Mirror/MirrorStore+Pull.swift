@@ -62,6 +62,9 @@ extension MirrorStore {
             let reached = current.epoch == epoch ? max(current.historyID, next) : next
             try setMeta("cursor", .integer(reached))
             try setMeta("epoch", .text(epoch))
+            // Gates of another history mean nothing in this one (the hub was restored after
+            // it acknowledged them): those mutations are sent again, harmless by their ids.
+            try sendAgain("state = 'in_flight' AND expected_epoch IS NOT NULL AND expected_epoch <> ?", [.text(epoch)])
             applied.retired = try retireEchoed(upTo: reached, groups: &groups)
             try recomputeRollups(groups)
             return applied
@@ -114,6 +117,21 @@ extension MirrorStore {
         return due.count
     }
 
+    /// Moves the in-flight mutations `condition` picks back to pending, to be sent
+    /// again (by their ids: harmless where the hub still has them). They go after
+    /// everything queued so far, so that a record a replay queued again reaches the
+    /// hub before a member change of it that was in flight.
+    private func sendAgain(_ condition: String, _ arguments: [SQLValue]) throws {
+        let rows = try connection.query("SELECT qid FROM mirror_queue WHERE \(condition) ORDER BY ordinal", arguments) { $0.int64(0) }
+        for qid in rows {
+            try connection.execute(
+                """
+                UPDATE mirror_queue SET state = 'pending', expected_history_id = NULL, expected_epoch = NULL, outcome = NULL, attempts = 0, next_attempt_at = 0,
+                    claim_owner = NULL, claim_until = NULL, ordinal = ?2 WHERE qid = ?1
+                """, [.integer(qid), .integer(try nextNumber())])
+        }
+    }
+
     // MARK: - Replay (the hub's history was rewound)
 
     /// Starts a replay after the hub said the cursor's history is gone (`409
@@ -164,11 +182,7 @@ extension MirrorStore {
                 try connection.execute("DELETE FROM mirror_records WHERE kind = ? AND id = ?", [.text(kind), .text(id)])
             }
             // Gates of the old history mean nothing in the new one: send those mutations again (by their ids, harmless if applied).
-            try connection.execute(
-                """
-                UPDATE mirror_queue SET state = 'pending', expected_history_id = NULL, outcome = NULL, attempts = 0, next_attempt_at = 0,
-                    claim_owner = NULL, claim_until = NULL WHERE state = 'in_flight'
-                """)
+            try sendAgain("state = 'in_flight'", [])
             try setMeta("cursor", .integer(target.historyID))
             try setMeta("epoch", .text(target.epoch))
             for name in ["replay_epoch", "replay_history", "replay_after"] { try connection.execute("DELETE FROM mirror_meta WHERE name = ?", [.text(name)]) }
@@ -199,7 +213,9 @@ extension MirrorStore {
                 // Last writer wins as the hub decides it: later time, or the tombstone at the same time.
                 newer = mine.modifiedAt > record.modifiedAt || (mine.modifiedAt == record.modifiedAt && mine.payload == nil && record.payload != nil)
             } else {
-                newer = mine.payload != nil
+                // The hub has no trace of the record: a live copy goes back, and so does a
+                // tombstone (the hub keeps it, so an older copy another client re-pushes loses to it).
+                newer = true
             }
             if newer {
                 let (mutation, ordinal) = try newMutationID()

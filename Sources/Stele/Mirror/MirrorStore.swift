@@ -143,6 +143,14 @@ public final class MirrorStore {
         try connection.query("\(MirrorOverlay.members(kind: "?1", id: "?2", set: "?3")) ORDER BY member", [.text(kind), .text(id), .text(set)]) { $0.text(0) }
     }
 
+    /// The names of the record's sets that hold or may hold a member (canonical, or queued).
+    public func setNames(kind: String, id: String) throws -> [String] {
+        try connection.query(
+            "SELECT set_name FROM mirror_members WHERE kind = ?1 AND id = ?2 UNION SELECT set_name FROM mirror_queue WHERE kind = ?1 AND id = ?2 AND set_name <> '' ORDER BY 1",
+            [.text(kind), .text(id)]
+        ) { $0.text(0) }
+    }
+
     /// The record's effective group.
     public func group(kind: String, id: String) throws -> String? {
         try connection.queryFirst("SELECT \(MirrorOverlay.group(kind: "?1", id: "?2"))", [.text(kind), .text(id)]) { $0.isNull(0) ? nil : $0.text(0) } ?? nil
@@ -226,6 +234,33 @@ public final class MirrorStore {
                 ON CONFLICT (kind, set_name, member, grp) DO UPDATE SET present = excluded.present, latest = excluded.latest
                 """, arguments + [.integer(present), .integer(latest)])
         }
+    }
+
+    /// The rollup rows that differ from a recomputation from scratch (an oracle's
+    /// check: each must be kept in lockstep with the queue and the canonical
+    /// tables). Changes nothing. Empty when every rollup is right.
+    public func rollupMismatches() throws -> [String] {
+        struct Recomputed: Error {
+            let rows: [String]
+        }
+        let read = {
+            try self.connection.query("SELECT kind, grp, set_name, member, present, latest FROM mirror_rollups ORDER BY kind, grp, set_name, member") { row in
+                "\(row.text(0)) \(row.text(1)) \(row.text(2)) \(row.text(3)) present=\(row.int64(4)) latest=\(row.int64(5))"
+            }
+        }
+        let kept = try read()
+        var fresh: [String] = []
+        do {
+            try connection.transaction {
+                try recomputeAllRollups()
+                throw Recomputed(rows: try read())
+            }
+        } catch let recomputed as Recomputed {
+            fresh = recomputed.rows
+        }
+        let keptSet = Set(kept)
+        let freshSet = Set(fresh)
+        return keptSet.subtracting(freshSet).sorted().map { "kept \($0)" } + freshSet.subtracting(keptSet).sorted().map { "recomputed \($0)" }
     }
 
     /// Every rollup from scratch (a new rule, a replay).

@@ -142,7 +142,7 @@ public final class MirrorSync {
             reported.remove("push-malformed")
             let recorded = try store.record(
                 answers: parsed.results.map { .init(mutation: $0.mutation, status: $0.status, seq: $0.seq, reason: $0.reason, hubTime: $0.hubTime) },
-                historyID: parsed.historyId)
+                historyID: parsed.historyId, epoch: parsed.epoch)
             return .pushed(gated: recorded.gated, retired: recorded.retired, conflicts: recorded.conflicts, restamped: recorded.restamped)
         case .answer(let answer):
             let message = "the hub answered the push \(answer.status) \(answer.refusal?.code ?? ""): \(answer.refusal?.message ?? "")"
@@ -232,6 +232,8 @@ public final class MirrorSync {
         }
 
         let historyId: Int64
+        /// The history the id belongs to (a hub that sends none leaves gates unbound to one).
+        let epoch: String?
         let results: [Result]
     }
 

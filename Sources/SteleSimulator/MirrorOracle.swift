@@ -1,0 +1,221 @@
+import Foundation
+import Stele
+
+/// What the hub's mirror clients must agree on after healing (issue 18), judged
+/// from every push the simulated hub answered and the state everyone ends in:
+/// - every client's effective read equals the hub's truth (records and member sets);
+/// - no confirmed delete came back (a record the hub deleted is live again
+///   without a genuinely newer write);
+/// - no mutation was applied twice (one id, one change, per epoch of the hub's history);
+/// - no intent was lost (each mutation the hub applied is reflected, or
+///   superseded by a newer write);
+/// - every rollup equals its recomputation from scratch.
+public final class MirrorOracle {
+    /// A mutation the hub answered `applied`, in the order the hub applied it.
+    struct Applied {
+        let order: Int
+        let epoch: Int
+        let mutation: String
+        let kind: String
+        let id: String
+        let op: String
+        let set: String?
+        let member: String?
+        let payload: [UInt8]?
+        let modifiedAt: Int64
+        let seq: Int64
+    }
+
+    private(set) var applied: [Applied] = []
+
+    /// What a user's write aims at: a record's payload, or one member of one of its sets.
+    public struct Target: Hashable, Sendable {
+        let kind: String
+        let id: String
+        let set: String?
+        let member: String?
+
+        init(kind: String, id: String, set: String? = nil, member: String? = nil) {
+            self.kind = kind
+            self.id = id
+            self.set = set
+            self.member = member
+        }
+    }
+
+    /// Every write a user asked for, with the order of the hub's answers at the time:
+    /// a write asked after a mutation was applied supersedes it whatever became of the
+    /// write (sent, cancelled against a pending one, overlaid forward, refused).
+    private var intents: [Target: [Int]] = [:]
+
+    func noteIntent(_ targets: [Target]) {
+        for target in targets { intents[target, default: []].append(applied.count) }
+    }
+
+    /// Whether a user asked for a write to `target` after the mutation at `order` was applied.
+    private func intendedAfter(_ target: Target, _ order: Int) -> Bool {
+        intents[target]?.contains { $0 > order } ?? false
+    }
+    /// The hub's epochs so far (a restore starts a new one).
+    var epoch = 0
+    /// Seqs answered per (epoch, mutation id): more than one is a mutation applied twice.
+    private var seqs: [String: Set<Int64>] = [:]
+
+    public private(set) var findings: [String] = []
+    public private(set) var mismatches = 0
+    public private(set) var resurrections = 0
+    public private(set) var appliedTwice = 0
+    public private(set) var lostIntents = 0
+    public private(set) var rollupErrors = 0
+
+    /// Mutations the hub applied, over the run.
+    public var appliedCount: Int { applied.filter { $0.seq >= 0 }.count }
+
+    public var failed: Bool { mismatches + resurrections + appliedTwice + lostIntents + rollupErrors > 0 }
+
+    private struct Push: Decodable {
+        struct Item: Decodable {
+            let mutation: String
+            let kind: String
+            let id: String
+            let op: String
+            let payload: String?
+            let set: String?
+            let member: String?
+            let modifiedAt: Int64
+        }
+
+        let mutations: [Item]
+    }
+
+    private struct Answer: Decodable {
+        struct Result: Decodable {
+            let mutation: String
+            let status: String
+            let seq: Int64?
+        }
+
+        let results: [Result]
+    }
+
+    /// A push the hub answered with `status` and `body` (delivered to the client or not).
+    func observe(push body: [UInt8], status: Int, answer: [UInt8]) {
+        guard status == 200, let push = try? JSONDecoder().decode(Push.self, from: Data(body)),
+            let results = try? JSONDecoder().decode(Answer.self, from: Data(answer))
+        else { return }
+        let items = Dictionary(push.mutations.map { ($0.mutation, $0) }, uniquingKeysWith: { first, _ in first })
+        for result in results.results where result.status == "applied" || result.status == "not_found" {
+            guard let item = items[result.mutation] else { continue }
+            guard let seq = result.seq else {
+                // A delete of what the hub did not have: an intent that supersedes older writes all the same.
+                if item.op == "delete" {
+                    applied.append(
+                        Applied(
+                            order: applied.count, epoch: epoch, mutation: item.mutation, kind: item.kind, id: item.id, op: "delete-absent", set: nil, member: nil,
+                            payload: nil, modifiedAt: item.modifiedAt, seq: -1))
+                }
+                continue
+            }
+            let key = "\(epoch) \(result.mutation)"
+            seqs[key, default: []].insert(seq)
+            if seqs[key]?.count == 2 {
+                appliedTwice += 1
+                findings.append("mutation \(result.mutation) applied twice in epoch \(epoch): seqs \(seqs[key]?.sorted() ?? [])")
+            }
+            applied.append(
+                Applied(
+                    order: applied.count, epoch: epoch, mutation: item.mutation, kind: item.kind, id: item.id, op: item.op, set: item.set, member: item.member,
+                    payload: item.payload.flatMap { Data(base64Encoded: $0) }.map { [UInt8]($0) }, modifiedAt: item.modifiedAt, seq: seq))
+        }
+    }
+
+    /// Judges the healed world: every client synced until quiet, the hub up.
+    public func check(_ hub: SimulatedHub) throws {
+        let truth = try hub.truth()
+        let hubRecords = try hub.allRecords()
+        for client in hub.clients {
+            let store = client.store
+            let kinds = Set(truth.records.keys).union(try store.kinds())
+            for kind in kinds.sorted() {
+                let reads = Dictionary(uniqueKeysWithValues: try store.records(kind: kind).map { ($0.id, $0.payload) })
+                let expected = truth.records[kind] ?? [:]
+                if reads != expected {
+                    mismatches += 1
+                    let extra = Set(reads.keys).subtracting(expected.keys).sorted().prefix(3)
+                    let missing = Set(expected.keys).subtracting(reads.keys).sorted().prefix(3)
+                    let differing = expected.keys.filter { reads[$0] != nil && reads[$0] != expected[$0] }.sorted().prefix(3)
+                    findings.append("\(client.name) reads \(kind) unlike the hub: extra \(Array(extra)), missing \(Array(missing)), different \(Array(differing))")
+                }
+                for (id, _) in expected {
+                    for set in Set(truth.members.filter { $0[0] == kind && $0[1] == id }.map { $0[2] }).union(try store.setNames(kind: kind, id: id)) {
+                        let mine = Set(try store.members(kind: kind, id: id, set: set))
+                        let theirs = Set(truth.members.filter { $0[0] == kind && $0[1] == id && $0[2] == set }.map { $0[3] })
+                        if mine != theirs {
+                            mismatches += 1
+                            findings.append("\(client.name) reads \(kind) \(id) \(set) = \(mine.sorted()), the hub \(theirs.sorted())")
+                        }
+                    }
+                }
+            }
+            for mismatch in try store.rollupMismatches().prefix(3) {
+                rollupErrors += 1
+                findings.append("\(client.name) rollup: \(mismatch)")
+            }
+        }
+        checkIntents(hubRecords, truth.members)
+    }
+
+    /// Each applied mutation is reflected in the hub's final state or superseded by a newer write.
+    private func checkIntents(_ records: [String: (payload: [UInt8]?, modifiedAt: Int64)], _ members: Set<[String]>) {
+        // The last applied payload op of each record, and the last applied delta of each member.
+        var lastMemberOp: [String: Applied] = [:]
+        var lastDelete: [String: Applied] = [:]
+        for mutation in applied {
+            let record = "\(mutation.kind) \(mutation.id)"
+            let final = records[record]
+            switch mutation.op {
+            case "delete-absent":
+                lastDelete[record] = mutation
+            case "put":
+                // Reflected: the hub holds it, or a version that beats it (later, or a tie the tombstone or a larger payload won).
+                // A later delete (even of a record the hub had lost), or any later write a user asked for, supersedes the put.
+                let deletedLater = applied.contains { $0.kind == mutation.kind && $0.id == mutation.id && $0.op.hasPrefix("delete") && $0.modifiedAt >= mutation.modifiedAt }
+                guard let final else {
+                    if deletedLater || intendedAfter(Target(kind: mutation.kind, id: mutation.id), mutation.order) { continue }
+                    lostIntents += 1
+                    findings.append("the put \(mutation.mutation) of \(record) is gone: the hub has no such record")
+                    continue
+                }
+                let beaten =
+                    final.modifiedAt > mutation.modifiedAt
+                    || (final.modifiedAt == mutation.modifiedAt
+                        && (final.payload == nil || final.payload == mutation.payload || !(final.payload ?? []).lexicographicallyPrecedes(mutation.payload ?? [])))
+                if !beaten {
+                    lostIntents += 1
+                    findings.append("the put \(mutation.mutation) of \(record) at \(mutation.modifiedAt) is lost: the hub holds a version of \(final.modifiedAt)")
+                }
+            case "delete":
+                lastDelete[record] = mutation
+                if let final, let payload = final.payload, final.modifiedAt <= mutation.modifiedAt {
+                    _ = payload
+                    resurrections += 1
+                    findings.append("\(record), deleted by \(mutation.mutation) at \(mutation.modifiedAt), is live again at \(final.modifiedAt)")
+                }
+            default:
+                if let set = mutation.set, let member = mutation.member { lastMemberOp["\(record) \(set) \(member)"] = mutation }
+            }
+        }
+        for (key, mutation) in lastMemberOp {
+            let record = "\(mutation.kind) \(mutation.id)"
+            // A delete after it cleared the sets; a record no longer live holds nothing; a later write a user asked for supersedes it.
+            if let delete = lastDelete[record], delete.order > mutation.order { continue }
+            if intendedAfter(Target(kind: mutation.kind, id: mutation.id, set: mutation.set, member: mutation.member), mutation.order) { continue }
+            guard let final = records[record], final.payload != nil else { continue }
+            let holds = members.contains([mutation.kind, mutation.id, mutation.set ?? "", mutation.member ?? ""])
+            if holds != (mutation.op == "add") {
+                lostIntents += 1
+                findings.append("the \(mutation.op) \(mutation.mutation) of \(key) is lost: the hub \(holds ? "has" : "lacks") it")
+            }
+        }
+    }
+}
