@@ -83,8 +83,10 @@ extension HubService {
             let before = history
             let appendOnly = Set(try sql.query("SELECT kind FROM record_kinds WHERE account = $1 AND append_only = 1", [.text(account.hex)]).compactMap { $0[column: 0].string })
             // A mutation id seen before (in an earlier push, or earlier in this one) is answered as the first time.
-            var answered = try seenResults(account, mutations, sql)
-            var batch = try PushBatch.load(account, mutations.filter { answered[$0.id] == nil }, sql)
+            // PostgreSQL takes each column of a multi-row statement as one array parameter.
+            let arrays = storage.backend == .postgresql
+            var answered = try seenResults(account, mutations, arrays: arrays, sql)
+            var batch = try PushBatch.load(account, mutations.filter { answered[$0.id] == nil }, arrays: arrays, sql)
             var fresh: [MutationResult] = []
             var results: [MutationResult] = []
             results.reserveCapacity(mutations.count)
@@ -98,9 +100,22 @@ extension HubService {
                 fresh.append(result)
                 results.append(result)
             }
-            try batch.write(account, sql)
+            try batch.write(account, arrays: arrays, sql)
             let created: SQLValue = .integer(now)
-            try sql.inPieces(fresh, width: 2) { piece in
+            if arrays, !fresh.isEmpty {
+                var ids = PostgresArrayText()
+                var answers = PostgresArrayText()
+                for result in fresh {
+                    var json = HubJSONWriter()
+                    result.write(to: &json)
+                    ids.append(result.mutation)
+                    answers.append(String(decoding: json.bytes, as: UTF8.self))
+                }
+                try sql.execute(
+                    "INSERT INTO mutations (account, mutation, result, created_ms) SELECT $1, m, r, $2 FROM unnest($3::text[], $4::text[]) AS v(m, r)",
+                    [.text(account.hex), created, ids.value, answers.value])
+            }
+            try sql.inPieces(arrays ? [] : fresh, width: 2) { piece in
                 var arguments: [SQLValue] = [.text(account.hex), created]
                 arguments.reserveCapacity(2 + piece.count * 2)
                 for result in piece {
@@ -139,18 +154,22 @@ extension HubService {
     }
 
     /// The stored answers of the mutation ids of `mutations` seen before, by id.
-    private func seenResults(_ account: AccountID, _ mutations: [Mutation], _ sql: any HubSQL) throws -> [String: MutationResult] {
+    private func seenResults(_ account: AccountID, _ mutations: [Mutation], arrays: Bool, _ sql: any HubSQL) throws -> [String: MutationResult] {
         var ids: [String] = []
         var distinct = Set<String>()
         for mutation in mutations where distinct.insert(mutation.id).inserted { ids.append(mutation.id) }
         let decoder = JSONDecoder()
         var seen: [String: MutationResult] = [:]
         try sql.inPieces(ids, width: 1) { piece in
-            let rows = try sql.query(
-                Self.statement("select mutations", rows: piece.count) {
-                    "SELECT mutation, result FROM mutations WHERE account = $1 AND mutation IN (\(Self.parameterList(piece.count, from: 2)))"
-                },
-                [.text(account.hex)] + piece.map { .text($0) })
+            let rows =
+                arrays
+                ? try sql.query(
+                    "SELECT mutation, result FROM mutations WHERE account = $1 AND mutation = ANY($2::text[])", [.text(account.hex), PostgresArrayText(piece).value])
+                : try sql.query(
+                    Self.statement("select mutations", rows: piece.count) {
+                        "SELECT mutation, result FROM mutations WHERE account = $1 AND mutation IN (\(Self.parameterList(piece.count, from: 2)))"
+                    },
+                    [.text(account.hex)] + piece.map { .text($0) })
             for row in rows {
                 // An answer that cannot be read is judged again (and its insert then refused, as before).
                 guard let id = row[column: 0].string, let text = row[column: 1].string, let answer = try? decoder.decode(MutationResult.self, from: Data(text.utf8)) else {
@@ -261,7 +280,7 @@ extension HubService {
 
         /// Reads the records `mutations` name, with one query per kind (and one per
         /// kind for the member sets of those a set op or a delete touches).
-        static func load(_ account: AccountID, _ mutations: [Mutation], _ sql: any HubSQL) throws -> PushBatch {
+        static func load(_ account: AccountID, _ mutations: [Mutation], arrays: Bool, _ sql: any HubSQL) throws -> PushBatch {
             var batch = PushBatch()
             var ids: [String: [String]] = [:]
             var memberIDs: [String: [String]] = [:]
@@ -279,11 +298,16 @@ extension HubService {
             }
             for kind in kinds {
                 try sql.inPieces(ids[kind] ?? [], width: 1) { piece in
-                    let rows = try sql.query(
-                        HubService.statement("select records", rows: piece.count) {
-                            "SELECT id, payload, modified_ms, grp, seq FROM records WHERE account = $1 AND kind = $2 AND id IN (\(HubService.parameterList(piece.count, from: 3)))"
-                        },
-                        [.text(account.hex), .text(kind)] + piece.map { .text($0) })
+                    let rows =
+                        arrays
+                        ? try sql.query(
+                            "SELECT id, payload, modified_ms, grp, seq FROM records WHERE account = $1 AND kind = $2 AND id = ANY($3::text[])",
+                            [.text(account.hex), .text(kind), PostgresArrayText(piece).value])
+                        : try sql.query(
+                            HubService.statement("select records", rows: piece.count) {
+                                "SELECT id, payload, modified_ms, grp, seq FROM records WHERE account = $1 AND kind = $2 AND id IN (\(HubService.parameterList(piece.count, from: 3)))"
+                            },
+                            [.text(account.hex), .text(kind)] + piece.map { .text($0) })
                     for row in rows {
                         guard let id = row[column: 0].string else { continue }
                         batch.records[Key(kind: kind, id: id)] = Version(
@@ -307,9 +331,28 @@ extension HubService {
         }
 
         /// Writes each changed record's final version and the member sets' changes.
-        func write(_ account: AccountID, _ sql: any HubSQL) throws {
+        func write(_ account: AccountID, arrays: Bool, _ sql: any HubSQL) throws {
             let account = SQLValue.text(account.hex)
-            try sql.inPieces(changed, width: 6) { piece in
+            if arrays, !changed.isEmpty {
+                var columns = (kinds: PostgresArrayText(), ids: PostgresArrayText(), payloads: PostgresArrayText(), times: PostgresArrayText(), groups: PostgresArrayText(), seqs: PostgresArrayText())
+                for key in changed {
+                    guard let version = records[key] else { continue }
+                    columns.kinds.append(key.kind)
+                    columns.ids.append(key.id)
+                    columns.payloads.append(bytes: version.payload)
+                    columns.times.append(version.modifiedAt)
+                    columns.groups.append(version.group)
+                    columns.seqs.append(version.seq)
+                }
+                try sql.execute(
+                    """
+                    INSERT INTO records (account, kind, id, payload, modified_ms, grp, seq)
+                    SELECT $1, k, i, p, m, g, s FROM unnest($2::text[], $3::text[], $4::bytea[], $5::bigint[], $6::text[], $7::bigint[]) AS v(k, i, p, m, g, s)
+                    ON CONFLICT (account, kind, id) DO UPDATE SET payload = excluded.payload, modified_ms = excluded.modified_ms, grp = excluded.grp, seq = excluded.seq
+                    """,
+                    [account, columns.kinds.value, columns.ids.value, columns.payloads.value, columns.times.value, columns.groups.value, columns.seqs.value])
+            }
+            try sql.inPieces(arrays ? [] : changed, width: 6) { piece in
                 var arguments: [SQLValue] = [account]
                 arguments.reserveCapacity(1 + piece.count * 6)
                 for key in piece {
