@@ -35,28 +35,46 @@ struct HubJSONWriter {
     }
 
     mutating func integer(_ value: Int64) {
-        bytes.append(contentsOf: String(value).utf8)
+        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        var magnitude = value.magnitude
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { digits in
+            var first = 20
+            repeat {
+                first -= 1
+                digits[first] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+            } while magnitude > 0
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: digits[first...]))
+        }
     }
 
     /// A string literal: quotes, backslashes and control characters escaped, the rest as UTF-8.
     mutating func string(_ value: String) {
         bytes.append(UInt8(ascii: "\""))
-        for byte in value.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""), UInt8(ascii: "\\"):
-                bytes.append(UInt8(ascii: "\\"))
-                bytes.append(byte)
-            case 0x0A: raw("\\n")
-            case 0x0D: raw("\\r")
-            case 0x09: raw("\\t")
-            case 0x08: raw("\\b")
-            case 0x0C: raw("\\f")
-            case 0..<0x20:
-                raw("\\u00")
-                bytes.append(Self.hexDigits[Int(byte >> 4)])
-                bytes.append(Self.hexDigits[Int(byte & 0x0F)])
-            default:
-                bytes.append(byte)
+        var value = value
+        value.withUTF8 { utf8 in
+            // Most strings need no escape: copied at once.
+            if !utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+                bytes.append(contentsOf: utf8)
+                return
+            }
+            for byte in utf8 {
+                switch byte {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"):
+                    bytes.append(UInt8(ascii: "\\"))
+                    bytes.append(byte)
+                case 0x0A: raw("\\n")
+                case 0x0D: raw("\\r")
+                case 0x09: raw("\\t")
+                case 0x08: raw("\\b")
+                case 0x0C: raw("\\f")
+                case 0..<0x20:
+                    raw("\\u00")
+                    bytes.append(Self.hexDigits[Int(byte >> 4)])
+                    bytes.append(Self.hexDigits[Int(byte & 0x0F)])
+                default:
+                    bytes.append(byte)
+                }
             }
         }
         bytes.append(UInt8(ascii: "\""))
@@ -69,32 +87,31 @@ struct HubJSONWriter {
     /// `bytes` as a string of standard padded base64.
     mutating func base64(_ value: [UInt8]) {
         bytes.append(UInt8(ascii: "\""))
-        let alphabet = Self.base64Alphabet
-        var index = 0
-        let whole = value.count - value.count % 3
-        bytes.reserveCapacity(bytes.count + (value.count + 2) / 3 * 4 + 1)
-        while index < whole {
-            let group = UInt32(value[index]) << 16 | UInt32(value[index + 1]) << 8 | UInt32(value[index + 2])
-            bytes.append(alphabet[Int(group >> 18 & 0x3F)])
-            bytes.append(alphabet[Int(group >> 12 & 0x3F)])
-            bytes.append(alphabet[Int(group >> 6 & 0x3F)])
-            bytes.append(alphabet[Int(group & 0x3F)])
-            index += 3
-        }
-        switch value.count - whole {
-        case 1:
-            let group = UInt32(value[index]) << 16
-            bytes.append(alphabet[Int(group >> 18 & 0x3F)])
-            bytes.append(alphabet[Int(group >> 12 & 0x3F)])
-            raw("==")
-        case 2:
-            let group = UInt32(value[index]) << 16 | UInt32(value[index + 1]) << 8
-            bytes.append(alphabet[Int(group >> 18 & 0x3F)])
-            bytes.append(alphabet[Int(group >> 12 & 0x3F)])
-            bytes.append(alphabet[Int(group >> 6 & 0x3F)])
-            bytes.append(UInt8(ascii: "="))
-        default:
-            break
+        let start = bytes.count
+        // Filled with padding, then written over: whole groups of four, and the last one's first characters.
+        bytes.append(contentsOf: repeatElement(UInt8(ascii: "="), count: (value.count + 2) / 3 * 4))
+        bytes.withUnsafeMutableBufferPointer { output in
+            value.withUnsafeBufferPointer { input in
+                Self.base64Alphabet.withUnsafeBufferPointer { alphabet in
+                    var read = 0
+                    var write = start
+                    while read + 3 <= input.count {
+                        let group = UInt32(input[read]) << 16 | UInt32(input[read + 1]) << 8 | UInt32(input[read + 2])
+                        output[write] = alphabet[Int(group >> 18 & 0x3F)]
+                        output[write + 1] = alphabet[Int(group >> 12 & 0x3F)]
+                        output[write + 2] = alphabet[Int(group >> 6 & 0x3F)]
+                        output[write + 3] = alphabet[Int(group & 0x3F)]
+                        read += 3
+                        write += 4
+                    }
+                    let left = input.count - read
+                    guard left > 0 else { return }
+                    let group = UInt32(input[read]) << 16 | (left == 2 ? UInt32(input[read + 1]) << 8 : 0)
+                    output[write] = alphabet[Int(group >> 18 & 0x3F)]
+                    output[write + 1] = alphabet[Int(group >> 12 & 0x3F)]
+                    if left == 2 { output[write + 2] = alphabet[Int(group >> 6 & 0x3F)] }
+                }
+            }
         }
         bytes.append(UInt8(ascii: "\""))
     }
@@ -125,7 +142,7 @@ extension HubService.StoredRecord {
         json.comma()
         json.key("sets")
         json.raw("{")
-        for (index, name) in sets.keys.sorted().enumerated() {
+        for (index, name) in (sets.isEmpty ? [] : sets.keys.sorted()).enumerated() {
             if index > 0 { json.comma() }
             json.string(name)
             json.raw(":[")
