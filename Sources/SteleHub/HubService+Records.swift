@@ -82,9 +82,9 @@ extension HubService {
             var history = try historyID(account, sql)
             let before = history
             let appendOnly = Set(try sql.query("SELECT kind FROM record_kinds WHERE account = $1 AND append_only = 1", [.text(account.hex)]).compactMap { $0[column: 0].string })
-            // A mutation id seen before (in an earlier push, or earlier in this one) is answered as the first time.
             // PostgreSQL takes each column of a multi-row statement as one array parameter.
             let arrays = storage.backend == .postgresql
+            // A mutation id seen before (in an earlier push, or earlier in this one) is answered as the first time.
             var answered = try seenResults(account, mutations, arrays: arrays, sql)
             var batch = try PushBatch.load(account, mutations.filter { answered[$0.id] == nil }, arrays: arrays, sql)
             var fresh: [MutationResult] = []
