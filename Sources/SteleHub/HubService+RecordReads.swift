@@ -42,7 +42,7 @@ extension HubService {
     }
 
     /// One page of changes after `since`.
-    struct ChangesPage: Encodable {
+    struct ChangesPage {
         let changes: [StoredRecord]
         let next: Int64
         let epoch: String
@@ -50,9 +50,39 @@ extension HubService {
 
         var records: [StoredRecord] { changes }
 
+        /// `{"changes": [record...], "next": H2, "epoch": E, "more": BOOL}`.
         var response: HubResponse {
-            (try? HubService.encoded(self)) ?? .error(500, "internal", "the page could not be encoded")
+            var json = HubJSONWriter(capacity: HubService.estimatedBytes(changes) + 96)
+            json.raw("{")
+            json.key("changes")
+            HubService.write(changes, to: &json)
+            json.comma()
+            json.key("next")
+            json.integer(next)
+            json.comma()
+            json.key("epoch")
+            json.string(epoch)
+            json.comma()
+            json.key("more")
+            json.bool(more)
+            json.raw("}")
+            return HubResponse(status: 200, headers: ["Content-Type": "application/json"], body: json.bytes)
         }
+    }
+
+    /// `[record...]`.
+    static func write(_ records: [StoredRecord], to json: inout HubJSONWriter) {
+        json.raw("[")
+        for (index, record) in records.enumerated() {
+            if index > 0 { json.comma() }
+            record.write(to: &json)
+        }
+        json.raw("]")
+    }
+
+    /// About how many bytes `records` take as JSON, to reserve them at once.
+    static func estimatedBytes(_ records: [StoredRecord]) -> Int {
+        records.reduce(0) { $0 + 112 + $1.kind.utf8.count + $1.id.utf8.count + ($1.payload?.count ?? 0) * 4 / 3 + ($1.group?.utf8.count ?? 0) }
     }
 
     /// The records changed after `since`, in history order. The history id is read
@@ -133,12 +163,19 @@ extension HubService {
                     bounds + [.text(last.kind), .text(last.id)], sql)
             }
             let next = records.last.map { Self.replayToken(kind: $0.kind, id: $0.id, secret: secret) } ?? (request.query["after"] ?? "")
-            struct Page: Encodable {
-                let records: [StoredRecord]
-                let next: String
-                let more: Bool
-            }
-            return try Self.encoded(Page(records: records, next: next, more: more))
+            // `{"records": [record...], "next": TOKEN, "more": BOOL}`.
+            var json = HubJSONWriter(capacity: Self.estimatedBytes(records) + next.utf8.count + 64)
+            json.raw("{")
+            json.key("records")
+            Self.write(records, to: &json)
+            json.comma()
+            json.key("next")
+            json.string(next)
+            json.comma()
+            json.key("more")
+            json.bool(more)
+            json.raw("}")
+            return HubResponse(status: 200, headers: ["Content-Type": "application/json"], body: json.bytes)
         }
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import Stele
 import SteleSQL
+import Synchronization
 
 /// Server-authoritative records (DESIGN §8.1, HUB-API "Records"): pushes of
 /// mutations merged last-writer-wins on the client's `modifiedAt` (a tie goes
@@ -30,8 +31,8 @@ extension HubService {
         let modifiedAt: Int64
     }
 
-    /// A record as the hub holds it; encoded, HUB-API's record object.
-    struct StoredRecord: Encodable {
+    /// A record as the hub holds it; as JSON (``write(to:)``), HUB-API's record object.
+    struct StoredRecord {
         let kind: String
         let id: String
         let payload: [UInt8]?
@@ -42,22 +43,6 @@ extension HubService {
 
         var isTombstone: Bool { payload == nil }
 
-        enum CodingKeys: String, CodingKey {
-            case kind, id, payload, modifiedAt, group, sets, seq
-        }
-
-        func encode(to encoder: any Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(kind, forKey: .kind)
-            try container.encode(id, forKey: .id)
-            // Both nullable fields are always present: `null` is a tombstone's payload.
-            try container.encode(payload.map { Data($0).base64EncodedString() }, forKey: .payload)
-            try container.encode(modifiedAt, forKey: .modifiedAt)
-            try container.encode(group, forKey: .group)
-            try container.encode(sets.mapValues { $0.sorted() }, forKey: .sets)
-            try container.encode(seq, forKey: .seq)
-        }
-
         /// HUB-API's record object, for bodies built as dictionaries.
         var json: [String: Any] {
             [
@@ -67,8 +52,8 @@ extension HubService {
         }
     }
 
-    /// A push's answer for one mutation.
-    struct MutationResult: Codable {
+    /// A push's answer for one mutation (written by ``write(to:)``, read back when its id comes again).
+    struct MutationResult: Decodable {
         let mutation: String
         var status = ""
         var seq: Int64?
@@ -76,14 +61,18 @@ extension HubService {
         var hubTime: Int64?
     }
 
-    /// A 200 answer with `value` as its JSON body, encoded without bridging through Foundation's dictionaries.
-    static func encoded(_ value: some Encodable) throws -> HubResponse {
-        HubResponse(status: 200, headers: ["Content-Type": "application/json"], body: Array(try JSONEncoder().encode(value)))
-    }
-
     // MARK: - Push
 
     /// `POST /v1/accounts/{a}/records/push`.
+    ///
+    /// A push is judged in memory, mutation by mutation in order, against the
+    /// records it touches as they stand after the mutations before it: one look
+    /// for the mutation ids seen before, one per kind for the records (and the
+    /// member sets the push adds to, removes from or deletes), then multi-row
+    /// writes of each changed record's final version, of the member sets' changes
+    /// and of the new mutation ids. The transaction makes that the same as
+    /// writing each change as it is judged; a record changed twice keeps its
+    /// last position, as it would.
     func push(_ account: AccountID, _ request: HubRequest) throws -> HubResponse {
         let mutations = try Self.mutations(request.body, configuration: configuration)
         let now = now()
@@ -93,21 +82,52 @@ extension HubService {
             var history = try historyID(account, sql)
             let before = history
             let appendOnly = Set(try sql.query("SELECT kind FROM record_kinds WHERE account = $1 AND append_only = 1", [.text(account.hex)]).compactMap { $0[column: 0].string })
-            let decoder = JSONDecoder()
-            let encoder = JSONEncoder()
+            // PostgreSQL takes each column of a multi-row statement as one array parameter.
+            let arrays = storage.backend == .postgresql
+            // A mutation id seen before (in an earlier push, or earlier in this one) is answered as the first time.
+            var answered = try seenResults(account, mutations, arrays: arrays, sql)
+            var batch = try PushBatch.load(account, mutations.filter { answered[$0.id] == nil }, arrays: arrays, sql)
+            var fresh: [MutationResult] = []
             var results: [MutationResult] = []
+            results.reserveCapacity(mutations.count)
             for mutation in mutations {
-                if let seen = try sql.query("SELECT result FROM mutations WHERE account = $1 AND mutation = $2", [.text(account.hex), .text(mutation.id)]).first,
-                    let text = seen[column: 0].string, let answer = try? decoder.decode(MutationResult.self, from: Data(text.utf8))
-                {
+                if let answer = answered[mutation.id] {
                     results.append(answer)
                     continue
                 }
-                let result = try apply(mutation, account: account, appendOnly: appendOnly.contains(mutation.kind), history: &history, now: now, sql)
-                try sql.execute(
-                    "INSERT INTO mutations (account, mutation, result, created_ms) VALUES ($1, $2, $3, $4)",
-                    [.text(account.hex), .text(mutation.id), .text(String(decoding: try encoder.encode(result), as: UTF8.self)), .integer(now)])
+                let result = apply(mutation, appendOnly: appendOnly.contains(mutation.kind), history: &history, now: now, &batch)
+                answered[mutation.id] = result
+                fresh.append(result)
                 results.append(result)
+            }
+            try batch.write(account, arrays: arrays, sql)
+            let created: SQLValue = .integer(now)
+            if arrays, !fresh.isEmpty {
+                var ids = PostgresArrayText()
+                var answers = PostgresArrayText()
+                for result in fresh {
+                    var json = HubJSONWriter()
+                    result.write(to: &json)
+                    ids.append(result.mutation)
+                    answers.append(String(decoding: json.bytes, as: UTF8.self))
+                }
+                try sql.execute(
+                    "INSERT INTO mutations (account, mutation, result, created_ms) SELECT $1, m, r, $2 FROM unnest($3::text[], $4::text[]) AS v(m, r)",
+                    [.text(account.hex), created, ids.value, answers.value])
+            }
+            try sql.inPieces(arrays ? [] : fresh, width: 2) { piece in
+                var arguments: [SQLValue] = [.text(account.hex), created]
+                arguments.reserveCapacity(2 + piece.count * 2)
+                for result in piece {
+                    var json = HubJSONWriter()
+                    result.write(to: &json)
+                    arguments += [.text(result.mutation), .text(String(decoding: json.bytes, as: UTF8.self))]
+                }
+                try sql.execute(
+                    Self.statement("insert mutations", rows: piece.count) {
+                        "INSERT INTO mutations (account, mutation, result, created_ms) VALUES \(Self.parameterRows(piece.count, width: 2, from: 3, around: "$1, ", "$2"))"
+                    },
+                    arguments)
             }
             if history != before { try sql.execute("UPDATE accounts SET history = $2 WHERE id = $1", [.text(account.hex), .integer(history)]) }
             return (history, results, history != before, try self.epoch(sql))
@@ -115,12 +135,22 @@ extension HubService {
         if changed { announce(Self.recordsKey(account.hex)) }
         // The epoch beside the history id (HUB-API: every history id travels with it), so a
         // client knows which history its retirement gates belong to.
-        struct Answer: Encodable {
-            let historyId: Int64
-            let epoch: String
-            let results: [MutationResult]
+        var json = HubJSONWriter(capacity: results.count * 80 + 96)
+        json.raw("{")
+        json.key("historyId")
+        json.integer(history)
+        json.comma()
+        json.key("epoch")
+        json.string(epoch)
+        json.comma()
+        json.key("results")
+        json.raw("[")
+        for (index, result) in results.enumerated() {
+            if index > 0 { json.comma() }
+            result.write(to: &json)
         }
-        return try Self.encoded(Answer(historyId: history, epoch: epoch, results: results))
+        json.raw("]}")
+        return HubResponse(status: 200, headers: ["Content-Type": "application/json"], body: json.bytes)
     }
 
     /// The account's history id: its highest change position.
@@ -128,8 +158,38 @@ extension HubService {
         try sql.query("SELECT history FROM accounts WHERE id = $1", [.text(account.hex)]).first?[column: 0].int64 ?? 0
     }
 
-    /// Applies one mutation; returns its result object. `history` moves by one for each change.
-    private func apply(_ mutation: Mutation, account: AccountID, appendOnly: Bool, history: inout Int64, now: Int64, _ sql: any HubSQL) throws -> MutationResult {
+    /// The stored answers of the mutation ids of `mutations` seen before, by id.
+    private func seenResults(_ account: AccountID, _ mutations: [Mutation], arrays: Bool, _ sql: any HubSQL) throws -> [String: MutationResult] {
+        var ids: [String] = []
+        var distinct = Set<String>()
+        for mutation in mutations where distinct.insert(mutation.id).inserted { ids.append(mutation.id) }
+        let decoder = JSONDecoder()
+        var seen: [String: MutationResult] = [:]
+        try sql.inPieces(ids, width: 1) { piece in
+            let rows =
+                arrays
+                ? try sql.query(
+                    "SELECT mutation, result FROM mutations WHERE account = $1 AND mutation = ANY($2::text[])", [.text(account.hex), PostgresArrayText(piece).value])
+                : try sql.query(
+                    Self.statement("select mutations", rows: piece.count) {
+                        "SELECT mutation, result FROM mutations WHERE account = $1 AND mutation IN (\(Self.parameterList(piece.count, from: 2)))"
+                    },
+                    [.text(account.hex)] + piece.map { .text($0) })
+            for row in rows {
+                // An answer that cannot be read is judged again (and its insert then refused, as before).
+                guard let id = row[column: 0].string, let text = row[column: 1].string, let answer = try? decoder.decode(MutationResult.self, from: Data(text.utf8)) else {
+                    continue
+                }
+                seen[id] = answer
+            }
+        }
+        return seen
+    }
+
+    /// Judges one mutation against the records as they stand in `batch`, and
+    /// changes them there; returns its result object. `history` moves by one for
+    /// each change.
+    private func apply(_ mutation: Mutation, appendOnly: Bool, history: inout Int64, now: Int64, _ batch: inout PushBatch) -> MutationResult {
         var result = MutationResult(mutation: mutation.id)
         func answer(_ status: String, reason: String? = nil, seq: Int64? = nil) -> MutationResult {
             result.status = status
@@ -142,7 +202,8 @@ extension HubService {
             result.hubTime = now
             return answer("refused", reason: "clock_skew")
         }
-        let existing = try record(account, kind: mutation.kind, id: mutation.record, sql)
+        let key = PushBatch.Key(kind: mutation.kind, id: mutation.record)
+        let existing = batch.records[key]
         switch mutation.op {
         case .put:
             guard let payload = mutation.payload else { preconditionFailure("a put without a payload passed the checks") }
@@ -157,13 +218,8 @@ extension HubService {
                 }
             }
             history += 1
-            try sql.execute(
-                """
-                INSERT INTO records (account, kind, id, payload, modified_ms, grp, seq) VALUES ($1, $2, $3, $4, $5, $6, $7)
-                ON CONFLICT (account, kind, id) DO UPDATE SET payload = excluded.payload, modified_ms = excluded.modified_ms, grp = excluded.grp, seq = excluded.seq
-                """,
-                [.text(account.hex), .text(mutation.kind), .text(mutation.record), .blob(payload), .integer(mutation.modifiedAt),
-                 (mutation.group ?? existing?.group).map(SQLValue.text) ?? .null, .integer(history)])
+            // A put leaves the member sets as they are.
+            batch.change(key, to: PushBatch.Version(payload: payload, modifiedAt: mutation.modifiedAt, group: mutation.group ?? existing?.group, seq: history))
             return answer("applied", seq: history)
         case .delete:
             // 002: a tombstone never beats a live copy of an append-only kind.
@@ -174,33 +230,230 @@ extension HubService {
                 // that missed the delete re-pushing what a restored hub lacks) loses to it instead of
                 // bringing the record back.
                 history += 1
-                try sql.execute(
-                    "INSERT INTO records (account, kind, id, payload, modified_ms, grp, seq) VALUES ($1, $2, $3, NULL, $4, NULL, $5)",
-                    [.text(account.hex), .text(mutation.kind), .text(mutation.record), .integer(mutation.modifiedAt), .integer(history)])
+                batch.change(key, to: PushBatch.Version(payload: nil, modifiedAt: mutation.modifiedAt, group: nil, seq: history))
+                batch.members[key] = []
                 return answer("not_found")
             }
-            guard !existing.isTombstone else { return answer("not_found") }
+            guard existing.payload != nil else { return answer("not_found") }
             if existing.modifiedAt > mutation.modifiedAt { return answer("stale", reason: "a newer version won") }
             history += 1
-            try tombstone(account, kind: mutation.kind, id: mutation.record, modifiedAt: mutation.modifiedAt, seq: history, sql)
+            // A tombstone: no payload, no members; its group stays.
+            batch.change(key, to: PushBatch.Version(payload: nil, modifiedAt: mutation.modifiedAt, group: existing.group, seq: history))
+            batch.members[key] = []
             return answer("applied", seq: history)
         case .add, .remove:
-            guard let existing, !existing.isTombstone else { return answer("not_found") }
+            guard var existing, existing.payload != nil else { return answer("not_found") }
             guard let set = mutation.set, let member = mutation.member else { preconditionFailure("a set op without set and member passed the checks") }
-            let key: [SQLValue] = [.text(account.hex), .text(mutation.kind), .text(mutation.record), .text(set), .text(member)]
-            let changed =
-                mutation.op == .add
-                ? try sql.execute("INSERT INTO record_members (account, kind, id, set_name, member) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING", key)
-                : try sql.execute("DELETE FROM record_members WHERE account = $1 AND kind = $2 AND id = $3 AND set_name = $4 AND member = $5", key)
+            guard var members = batch.members[key] else { preconditionFailure("the members of a record a set op touches were not loaded") }
+            let pair = PushBatch.Member(set: set, member: member)
+            let changed = mutation.op == .add ? members.insert(pair).inserted : members.remove(pair) != nil
             // Idempotent: adding a member twice (or removing an absent one) changes nothing.
-            guard changed > 0 else { return answer("applied", seq: existing.seq) }
+            guard changed else { return answer("applied", seq: existing.seq) }
             history += 1
-            try sql.execute(
-                "UPDATE records SET seq = $4 WHERE account = $1 AND kind = $2 AND id = $3",
-                [.text(account.hex), .text(mutation.kind), .text(mutation.record), .integer(history)])
+            batch.members[key] = members
+            existing.seq = history
+            batch.change(key, to: existing)
             return answer("applied", seq: history)
         }
     }
+
+    /// The records one push touches, as they stand while it is judged, and
+    /// what it changed in them.
+    private struct PushBatch {
+        struct Key: Hashable {
+            let kind: String
+            let id: String
+        }
+
+        struct Member: Hashable {
+            let set: String
+            let member: String
+        }
+
+        /// A record's columns; a tombstone has no payload.
+        struct Version {
+            var payload: [UInt8]?
+            var modifiedAt: Int64
+            var group: String?
+            var seq: Int64
+        }
+
+        /// Every record the push names that the hub holds (tombstones included).
+        var records: [Key: Version] = [:]
+        /// The member sets of the records the push adds to, removes from or deletes.
+        var members: [Key: Set<Member>] = [:]
+        /// Those sets as they were before the push.
+        private var membersBefore: [Key: Set<Member>] = [:]
+        /// The records the push changed, in the order of their first change.
+        private var changed: [Key] = []
+        private var changedKeys = Set<Key>()
+
+        mutating func change(_ key: Key, to version: Version) {
+            records[key] = version
+            if changedKeys.insert(key).inserted { changed.append(key) }
+        }
+
+        /// Reads the records `mutations` name, with one query per kind (and one per
+        /// kind for the member sets of those a set op or a delete touches).
+        static func load(_ account: AccountID, _ mutations: [Mutation], arrays: Bool, _ sql: any HubSQL) throws -> PushBatch {
+            var batch = PushBatch()
+            var ids: [String: [String]] = [:]
+            var memberIDs: [String: [String]] = [:]
+            var kinds: [String] = []
+            var named = Set<Key>()
+            var withMembers = Set<Key>()
+            for mutation in mutations {
+                let key = Key(kind: mutation.kind, id: mutation.record)
+                if ids[mutation.kind] == nil { kinds.append(mutation.kind) }
+                if named.insert(key).inserted { ids[mutation.kind, default: []].append(mutation.record) }
+                if mutation.op != .put, withMembers.insert(key).inserted {
+                    memberIDs[mutation.kind, default: []].append(mutation.record)
+                    batch.membersBefore[key] = []
+                }
+            }
+            for kind in kinds {
+                try sql.inPieces(ids[kind] ?? [], width: 1) { piece in
+                    let rows =
+                        arrays
+                        ? try sql.query(
+                            "SELECT id, payload, modified_ms, grp, seq FROM records WHERE account = $1 AND kind = $2 AND id = ANY($3::text[])",
+                            [.text(account.hex), .text(kind), PostgresArrayText(piece).value])
+                        : try sql.query(
+                            HubService.statement("select records", rows: piece.count) {
+                                "SELECT id, payload, modified_ms, grp, seq FROM records WHERE account = $1 AND kind = $2 AND id IN (\(HubService.parameterList(piece.count, from: 3)))"
+                            },
+                            [.text(account.hex), .text(kind)] + piece.map { .text($0) })
+                    for row in rows {
+                        guard let id = row[column: 0].string else { continue }
+                        batch.records[Key(kind: kind, id: id)] = Version(
+                            payload: row[column: 1].bytes, modifiedAt: row[column: 2].int64 ?? 0, group: row[column: 3].string, seq: row[column: 4].int64 ?? 0)
+                    }
+                }
+                try sql.inPieces(memberIDs[kind] ?? [], width: 1) { piece in
+                    let rows = try sql.query(
+                        HubService.statement("select members", rows: piece.count) {
+                            "SELECT id, set_name, member FROM record_members WHERE account = $1 AND kind = $2 AND id IN (\(HubService.parameterList(piece.count, from: 3)))"
+                        },
+                        [.text(account.hex), .text(kind)] + piece.map { .text($0) })
+                    for row in rows {
+                        guard let id = row[column: 0].string, let set = row[column: 1].string, let member = row[column: 2].string else { continue }
+                        batch.membersBefore[Key(kind: kind, id: id), default: []].insert(Member(set: set, member: member))
+                    }
+                }
+            }
+            batch.members = batch.membersBefore
+            return batch
+        }
+
+        /// Writes each changed record's final version and the member sets' changes.
+        func write(_ account: AccountID, arrays: Bool, _ sql: any HubSQL) throws {
+            let account = SQLValue.text(account.hex)
+            if arrays, !changed.isEmpty {
+                var columns = (kinds: PostgresArrayText(), ids: PostgresArrayText(), payloads: PostgresArrayText(), times: PostgresArrayText(), groups: PostgresArrayText(), seqs: PostgresArrayText())
+                for key in changed {
+                    guard let version = records[key] else { continue }
+                    columns.kinds.append(key.kind)
+                    columns.ids.append(key.id)
+                    columns.payloads.append(bytes: version.payload)
+                    columns.times.append(version.modifiedAt)
+                    columns.groups.append(version.group)
+                    columns.seqs.append(version.seq)
+                }
+                try sql.execute(
+                    """
+                    INSERT INTO records (account, kind, id, payload, modified_ms, grp, seq)
+                    SELECT $1, k, i, p, m, g, s FROM unnest($2::text[], $3::text[], $4::bytea[], $5::bigint[], $6::text[], $7::bigint[]) AS v(k, i, p, m, g, s)
+                    ON CONFLICT (account, kind, id) DO UPDATE SET payload = excluded.payload, modified_ms = excluded.modified_ms, grp = excluded.grp, seq = excluded.seq
+                    """,
+                    [account, columns.kinds.value, columns.ids.value, columns.payloads.value, columns.times.value, columns.groups.value, columns.seqs.value])
+            }
+            try sql.inPieces(arrays ? [] : changed, width: 6) { piece in
+                var arguments: [SQLValue] = [account]
+                arguments.reserveCapacity(1 + piece.count * 6)
+                for key in piece {
+                    guard let version = records[key] else { continue }
+                    arguments += [
+                        .text(key.kind), .text(key.id), version.payload.map(SQLValue.blob) ?? .null, .integer(version.modifiedAt),
+                        version.group.map(SQLValue.text) ?? .null, .integer(version.seq),
+                    ]
+                }
+                let text = HubService.statement("upsert records", rows: piece.count) {
+                    """
+                    INSERT INTO records (account, kind, id, payload, modified_ms, grp, seq) VALUES \(HubService.parameterRows(piece.count, width: 6, from: 2, around: "$1, ", nil))
+                    ON CONFLICT (account, kind, id) DO UPDATE SET payload = excluded.payload, modified_ms = excluded.modified_ms, grp = excluded.grp, seq = excluded.seq
+                    """
+                }
+                try sql.execute(text, arguments)
+            }
+            var removed: [String: [(id: String, pair: Member)]] = [:]
+            var added: [(key: Key, pair: Member)] = []
+            var kinds: [String] = []
+            for (key, before) in membersBefore.sorted(by: { ($0.key.kind, $0.key.id) < ($1.key.kind, $1.key.id) }) {
+                let after = members[key] ?? []
+                for pair in before.subtracting(after).sorted(by: { ($0.set, $0.member) < ($1.set, $1.member) }) {
+                    if removed[key.kind] == nil { kinds.append(key.kind) }
+                    removed[key.kind, default: []].append((key.id, pair))
+                }
+                for pair in after.subtracting(before).sorted(by: { ($0.set, $0.member) < ($1.set, $1.member) }) { added.append((key, pair)) }
+            }
+            for kind in kinds {
+                try sql.inPieces(removed[kind] ?? [], width: 3) { piece in
+                    // The ids again (the same parameters), so both backends find the rows through the key's index.
+                    let ids = (0..<piece.count).map { "$\(3 + $0 * 3)" }.joined(separator: ", ")
+                    try sql.execute(
+                        """
+                        DELETE FROM record_members WHERE account = $1 AND kind = $2 AND id IN (\(ids))
+                        AND (id, set_name, member) IN (VALUES \(HubService.parameterRows(piece.count, width: 3, from: 3, around: nil, nil)))
+                        """,
+                        [account, .text(kind)] + piece.flatMap { [SQLValue.text($0.id), .text($0.pair.set), .text($0.pair.member)] })
+                }
+            }
+            try sql.inPieces(added, width: 4) { piece in
+                try sql.execute(
+                    "INSERT INTO record_members (account, kind, id, set_name, member) VALUES \(HubService.parameterRows(piece.count, width: 4, from: 2, around: "$1, ", nil)) ON CONFLICT DO NOTHING",
+                    [account] + piece.flatMap { [SQLValue.text($0.key.kind), .text($0.key.id), .text($0.pair.set), .text($0.pair.member)] })
+            }
+        }
+    }
+
+    /// The texts of the push's multi-row statements, by name and row count, made
+    /// once each; only for counts that are powers of two (the sizes of SQLite's
+    /// pieces), so the cache stays a few dozen texts.
+    private static let statementTexts = Mutex<[String: String]>([:])
+
+    /// The text `make` writes for `name` with `rows` rows, from the cache when it can be.
+    static func statement(_ name: String, rows: Int, _ make: () -> String) -> String {
+        guard rows > 0, rows & (rows - 1) == 0 else { return make() }
+        let key = "\(name) \(rows)"
+        if let known = statementTexts.withLock({ $0[key] }) { return known }
+        let text = make()
+        statementTexts.withLock { $0[key] = text }
+        return text
+    }
+
+    /// `$first, $first+1, …`: `count` numbered parameters.
+    static func parameterList(_ count: Int, from first: Int) -> String {
+        (first..<first + count).map { "$\($0)" }.joined(separator: ", ")
+    }
+
+    /// `(prefix$first, …, $first+width-1suffix), (…)`: `rows` groups of `width`
+    /// numbered parameters, each opened by `prefix` and closed by `, suffix` when given.
+    static func parameterRows(_ rows: Int, width: Int, from first: Int, around prefix: String?, _ suffix: String?) -> String {
+        var text = ""
+        text.reserveCapacity(rows * (width * 7 + 12))
+        for row in 0..<rows {
+            if row > 0 { text += ", " }
+            text += "(" + (prefix ?? "")
+            for column in 0..<width {
+                if column > 0 { text += ", " }
+                text += "$\(first + row * width + column)"
+            }
+            if let suffix { text += ", " + suffix }
+            text += ")"
+        }
+        return text
+    }
+
 
     /// Turns a record into its tombstone at `seq`: no payload, no members.
     func tombstone(_ account: AccountID, kind: String, id: String, modifiedAt: Int64, seq: Int64, _ sql: any HubSQL) throws {
@@ -227,7 +480,7 @@ extension HubService {
 
     /// A push's body as it arrives: each field typed, so a wrong type is a
     /// decoding error that names it.
-    private struct PushBody: Decodable {
+    struct PushBody: Decodable {
         struct Item: Decodable {
             let mutation: String?
             let kind: String?
@@ -244,6 +497,10 @@ extension HubService {
         /// (Foundation's decoder would call the whole body invalid).
         struct WholeNumber: Decodable {
             let value: Int64
+
+            init(value: Int64) {
+                self.value = value
+            }
 
             init(from decoder: any Decoder) throws {
                 let container = try decoder.singleValueContainer()
@@ -266,15 +523,21 @@ extension HubService {
     /// - Throws: `400 bad_request` naming the mutation and the field.
     static func mutations(_ body: [UInt8], configuration: Configuration) throws(HubRefusal) -> [Mutation] {
         guard !body.isEmpty else { throw .badRequest("the body is empty; send {\"mutations\": [...]}") }
-        let parsed: PushBody
-        do {
-            parsed = try JSONDecoder().decode(PushBody.self, from: Data(body))
-        } catch let error as DecodingError {
-            throw .badRequest(describe(error))
-        } catch {
-            throw .badRequest("the body is not valid JSON")
+        let items: [PushBody.Item]
+        if let scanned = HubPushScanner.items(body) {
+            items = scanned
+        } else {
+            let parsed: PushBody
+            do {
+                parsed = try JSONDecoder().decode(PushBody.self, from: Data(body))
+            } catch let error as DecodingError {
+                throw .badRequest(describe(error))
+            } catch {
+                throw .badRequest("the body is not valid JSON")
+            }
+            guard let decoded = parsed.mutations else { throw .badRequest("the field \"mutations\" is missing") }
+            items = decoded
         }
-        guard let items = parsed.mutations else { throw .badRequest("the field \"mutations\" is missing") }
         guard items.count <= configuration.maximumMutationsPerPush else {
             throw .badRequest("the field \"mutations\" holds \(items.count) mutations; at most \(configuration.maximumMutationsPerPush) per push")
         }

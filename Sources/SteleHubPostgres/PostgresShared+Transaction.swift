@@ -99,6 +99,12 @@ final class PostgresTransaction: HubSQL {
         _ = try run("SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE", [.text(account)])
     }
 
+    /// Every statement is a round trip: as many rows as PostgreSQL's 65,535
+    /// parameters allow (with room to spare for the statement's own), in one.
+    func rowsPerStatement(remaining: Int, width: Int) -> Int {
+        max(1, min(remaining, 60_000 / max(1, width)))
+    }
+
     private func run(_ sql: String, _ arguments: [SQLValue]) throws -> (rows: [[SQLValue]], changed: Int) {
         if let firstError {
             // PostgreSQL would only answer 25P02 (in failed transaction); say what failed first.

@@ -143,6 +143,112 @@ import TestSupport
         #expect(a.statuses([Self.put("x", "old", at: 1, mutation: "lost")]) == ["stale"])
     }
 
+    // MARK: - Several mutations of one push
+
+    /// The results of a push, as (status, seq) pairs.
+    static func outcomes(_ answer: HubResponse) -> [(String, Int64?)] {
+        (answer.json["results"] as? [[String: Any]] ?? []).map { ($0["status"] as? String ?? "", ($0["seq"] as? NSNumber)?.int64Value) }
+    }
+
+    @Test(arguments: Backend.allCases) func mutationsOfOneRecordInOnePushAreJudgedInOrder(_ backend: Backend) throws {
+        let a = try Account(backend)
+        let first = a.push([Self.put("x", "one", at: 1), Self.put("x", "two", at: 2), Self.put("x", "older", at: 1), Self.put("y", "why", at: 1)])
+        #expect(Self.outcomes(first).map(\.0) == ["applied", "applied", "stale", "applied"])
+        #expect(Self.outcomes(first).map(\.1) == [1, 2, nil, 3])
+        #expect((first.json["historyId"] as? NSNumber)?.int64Value == 3)
+        #expect(a.payload("note", "x") == "two")
+        // A delete, then a put of the same time (the tombstone wins), then a newer put.
+        let second = a.push([Self.delete("x", at: 5), Self.put("x", "tie", at: 5), Self.delete("x", at: 6), Self.put("x", "back", at: 7)])
+        #expect(Self.outcomes(second).map(\.0) == ["applied", "stale", "not_found", "applied"])
+        #expect(Self.outcomes(second).map(\.1) == [4, nil, nil, 5])
+        #expect(a.payload("note", "x") == "back")
+        // The feed holds each record once, at its last position, and ends at the history id.
+        let (changes, next) = try a.pageAll()
+        #expect(changes.map { $0["id"] as? String ?? "" } == ["y", "x"])
+        #expect(changes.map { ($0["seq"] as? NSNumber)?.int64Value ?? 0 } == [3, 5])
+        #expect(next == 5)
+    }
+
+    @Test(arguments: Backend.allCases) func aMutationIDRepeatedInOnePushIsAnsweredAsTheFirstTime(_ backend: Backend) throws {
+        let a = try Account(backend)
+        let answer = a.push([
+            Self.put("x", "first", at: 1, mutation: "same"), Self.put("x", "second", at: 2, mutation: "same"), Self.put("z", "zed", at: 1, mutation: "other"),
+            Self.put("x", "third", at: 3, mutation: "same"),
+        ])
+        let results = answer.json["results"] as? [[String: Any]] ?? []
+        #expect(results.count == 4)
+        #expect(results.map { $0["mutation"] as? String ?? "" } == ["same", "same", "other", "same"])
+        #expect(Self.outcomes(answer).map(\.0) == ["applied", "applied", "applied", "applied"])
+        #expect(Self.outcomes(answer).map(\.1) == [1, 1, 2, 1], "each repeat is the first answer, applying nothing")
+        #expect((answer.json["historyId"] as? NSNumber)?.int64Value == 2)
+        #expect(a.payload("note", "x") == "first")
+        // And in a later push, as everywhere.
+        #expect(Self.outcomes(a.push([Self.put("x", "fourth", at: 4, mutation: "same")])).map(\.1) == [1])
+        #expect(a.payload("note", "x") == "first")
+    }
+
+    @Test(arguments: Backend.allCases) func onePushMixesKindsPutsDeletesAndMemberSets(_ backend: Backend) throws {
+        let a = try Account(backend)
+        #expect(a.hub.call("PUT", "\(a.base)/kinds/diary", json: ["appendOnly": true], token: a.token).status == 200)
+        let first = a.push([
+            Self.put("m1", "mail", at: 1, group: "thread-1"), Self.member("add", "m1", "INBOX", mutation: "a1"), Self.member("add", "m1", "INBOX", mutation: "a2"),
+            Self.put("d1", "entry", at: 1, kind: "diary"), Self.delete("d1", at: 2, kind: "diary"), Self.member("remove", "m1", "UNREAD", mutation: "r1"),
+            Self.member("add", "m1", "UNREAD", mutation: "a3"), Self.member("add", "ghost", "INBOX", mutation: "g1"), Self.put("m1", "diary-id", at: 1, kind: "diary"),
+        ])
+        #expect(Self.outcomes(first).map(\.0) == ["applied", "applied", "applied", "applied", "refused", "applied", "applied", "not_found", "applied"])
+        #expect(Self.outcomes(first).map(\.1) == [1, 2, 2, 3, nil, 2, 4, nil, 5], "an idempotent set op answers the record's position")
+        #expect(((first.json["results"] as? [[String: Any]])?[4]["reason"] as? String) == "append_only")
+        #expect((a.get("note", "m1").json["sets"] as? [String: [String]]) == ["labels": ["INBOX", "UNREAD"]])
+        #expect(a.payload("diary", "d1") == "entry")
+        #expect(a.payload("diary", "m1") == "diary-id", "the same id in another kind is another record")
+        #expect((a.get("diary", "m1").json["sets"] as? [String: [String]]) == [:])
+        // A delete clears the sets; set ops on the tombstone find nothing; a newer put brings the record back bare.
+        let second = a.push([
+            Self.member("remove", "m1", "INBOX", mutation: "r2"), Self.delete("m1", at: 5), Self.member("add", "m1", "X", mutation: "a4"), Self.put("m1", "again", at: 6),
+            Self.member("add", "m1", "STAR", mutation: "a5"),
+        ])
+        #expect(Self.outcomes(second).map(\.0) == ["applied", "applied", "not_found", "applied", "applied"])
+        #expect(Self.outcomes(second).map(\.1) == [6, 7, nil, 8, 9])
+        let m1 = a.get("note", "m1").json
+        #expect((m1["sets"] as? [String: [String]]) == ["labels": ["STAR"]])
+        #expect(m1["group"] as? String == "thread-1", "a put without a group keeps the record's")
+        #expect(a.payload("note", "m1") == "again")
+        let (changes, next) = try a.pageAll()
+        #expect(changes.map { "\($0["kind"] as? String ?? "")/\($0["id"] as? String ?? "")" } == ["diary/d1", "diary/m1", "note/m1"])
+        #expect(next == 9)
+        let replayed = a.hub.call("GET", "\(a.base)/records/replay", token: a.token).json["records"] as? [[String: Any]] ?? []
+        #expect(replayed.first { $0["id"] as? String == "m1" && $0["kind"] as? String == "note" }?["sets"] as? [String: [String]] == ["labels": ["STAR"]])
+    }
+
+    @Test(arguments: Backend.allCases) func pushBodiesReadAlikeHoweverTheJSONIsWritten(_ backend: Backend) throws {
+        let a = try Account(backend)
+        // Escapes of every kind (a surrogate pair among them), null optionals, whitespace, and an unknown field.
+        let body = #"""
+             { "mutations" : [ {"mutation":"e\u0031","kind":"no\/te","id":"a \"b\"\\c\u00e9\ud83d\ude00\n","op":"put","payload":"aGk=","group":null,"set":null,"modifiedAt":-0},
+            {"mutation":"e2","kind":"note","id":"plain-é","op":"put","payload":"aG\/+","modifiedAt":5,"extra":{"ignored":[1,2.5,true]}} ] }
+            """#
+        let answer = a.hub.call("POST", "\(a.base)/records/push", body: Array(body.utf8), token: a.token)
+        #expect(answer.status == 200, "\(answer.text)")
+        #expect(Self.outcomes(answer).map(\.0) == ["applied", "applied"])
+        #expect((answer.json["results"] as? [[String: Any]])?.first?["mutation"] as? String == "e1")
+        let (changes, _) = try a.pageAll()
+        #expect(changes.map { $0["kind"] as? String ?? "" } == ["no/te", "note"])
+        #expect(changes.map { $0["id"] as? String ?? "" } == ["a \"b\"\\c\u{e9}\u{1F600}\n", "plain-\u{e9}"])
+        #expect(changes.map { $0["payload"] as? String ?? "" } == ["aGk=", "aG/+"])
+        #expect(changes.first?["group"] is NSNull)
+        #expect(changes.first?["modifiedAt"] as? Int == 0)
+        // A fraction is refused naming its field; a whole number written with a fraction is the integer.
+        let fraction = a.hub.call(
+            "POST", "\(a.base)/records/push", body: Array(#"{"mutations":[{"mutation":"f","kind":"k","id":"i","op":"put","payload":"AA==","modifiedAt":1.5}]}"#.utf8), token: a.token)
+        #expect(fraction.status == 400 && fraction.text.contains("modifiedAt"))
+        let whole = a.hub.call(
+            "POST", "\(a.base)/records/push", body: Array(#"{"mutations":[{"mutation":"w","kind":"k","id":"i","op":"put","payload":"AA==","modifiedAt":2.0}]}"#.utf8), token: a.token)
+        #expect(Self.outcomes(whole).map(\.0) == ["applied"])
+        let wrongType = a.hub.call(
+            "POST", "\(a.base)/records/push", body: Array(#"{"mutations":[{"mutation":"t","kind":"k","id":7,"op":"put","payload":"AA==","modifiedAt":2}]}"#.utf8), token: a.token)
+        #expect(wrongType.status == 400 && wrongType.text.contains("mutations[0].id"), "\(wrongType.text)")
+    }
+
     @Test(arguments: Backend.allCases) func aWriteFromTooFarAheadIsRefusedWithTheHubsTime(_ backend: Backend) throws {
         let a = try Account(backend) { $0.maximumClockAheadSeconds = 60 }
         let results = a.push([Self.put("x", "future", at: a.hub.now + 61_000)]).json["results"] as? [[String: Any]]

@@ -46,6 +46,32 @@ public protocol HubSQL {
     /// processes serialize their changes to one account (PostgreSQL's
     /// `SELECT … FOR UPDATE`; SQLite's write transactions are serial already).
     func lockAccount(_ account: String) throws
+    /// How many of `remaining` rows (`width` parameters each) the next
+    /// multi-row statement carries; at least 1. See ``HubSQL/inPieces(_:width:_:)``.
+    func rowsPerStatement(remaining: Int, width: Int) -> Int
+}
+
+extension HubSQL {
+    /// The largest power of two up to `remaining`, at most 256: few distinct
+    /// statement texts, so a storage that caches prepared statements by text
+    /// (SQLite) keeps a handful per shape.
+    public func rowsPerStatement(remaining: Int, width: Int) -> Int {
+        var rows = 1
+        while rows * 2 <= min(remaining, 256) { rows *= 2 }
+        return rows
+    }
+
+    /// Calls `body` with consecutive pieces of `rows`, each of the size
+    /// ``rowsPerStatement(remaining:width:)`` picks, for multi-row statements.
+    public func inPieces<Row>(_ rows: [Row], width: Int, _ body: (ArraySlice<Row>) throws -> Void) rethrows {
+        var start = rows.startIndex
+        while start < rows.endIndex {
+            let count = max(1, rowsPerStatement(remaining: rows.endIndex - start, width: width))
+            let end = min(rows.endIndex, start + count)
+            try body(rows[start..<end])
+            start = end
+        }
+    }
 }
 
 /// Why the storage could not do what was asked.
