@@ -98,8 +98,11 @@ public final class MirrorStore {
 
     /// The next number for this client's mutation ids and intent order.
     func nextNumber() throws -> Int64 {
-        let next = (try meta("counter").asInteger ?? 0) + 1
-        try setMeta("counter", .integer(next))
+        // One statement: read, count up and write back.
+        let next = try connection.queryFirst(
+            "INSERT INTO mirror_meta (name, value) VALUES ('counter', 1) ON CONFLICT (name) DO UPDATE SET value = value + 1 RETURNING value"
+        ) { $0.int64(0) }
+        guard let next else { throw MirrorError(.storage, "\(path): the mutation counter did not count") }
         return next
     }
 
@@ -134,8 +137,14 @@ public final class MirrorStore {
 
     /// Whether the record's effective set `set` holds `member`.
     public func holds(kind: String, id: String, set: String, member: String) throws -> Bool {
-        try connection.scalarInt("SELECT \(MirrorOverlay.holds(kind: "?1", id: "?2", set: "?3", member: "?4"))", [.text(kind), .text(id), .text(set), .text(member)]) == 1
+        try connection.scalarInt(Self.holdsSQL, [.text(kind), .text(id), .text(set), .text(member)]) == 1
     }
+
+    /// The statements the write path runs on every delta, built once: the overlay's
+    /// fragments are long, and building and hashing their text on every call costs
+    /// more than running the short ones.
+    static let holdsSQL = "SELECT \(MirrorOverlay.holds(kind: "?1", id: "?2", set: "?3", member: "?4"))"
+    static let groupSQL = "SELECT \(MirrorOverlay.group(kind: "?1", id: "?2"))"
 
     /// The record's effective members of `set`, sorted.
     public func members(kind: String, id: String, set: String) throws -> [String] {
@@ -144,7 +153,7 @@ public final class MirrorStore {
 
     /// The record's effective group.
     public func group(kind: String, id: String) throws -> String? {
-        try connection.queryFirst("SELECT \(MirrorOverlay.group(kind: "?1", id: "?2"))", [.text(kind), .text(id)]) { $0.isNull(0) ? nil : $0.text(0) } ?? nil
+        try connection.queryFirst(Self.groupSQL, [.text(kind), .text(id)]) { $0.isNull(0) ? nil : $0.text(0) } ?? nil
     }
 
     /// Every effectively alive record of `kind` with its payload, by id.
@@ -203,13 +212,14 @@ public final class MirrorStore {
         }
     }
 
+    private static let rollupSQL = """
+        SELECT count(*), max(g.modified_at), coalesce(max(\(MirrorOverlay.holds(kind: "?1", id: "g.id", set: "?3", member: "?4"))), 0)
+        FROM (\(MirrorOverlay.groupRecords(kind: "?1", group: "?2"))) AS g
+        """
+
     private func recomputeRollup(kind: String, group: String, set: String, member: String) throws {
         let arguments: [SQLValue] = [.text(kind), .text(group), .text(set), .text(member)]
-        let row = try connection.cached(
-            """
-            SELECT count(*), max(g.modified_at), coalesce(max(\(MirrorOverlay.holds(kind: "?1", id: "g.id", set: "?3", member: "?4"))), 0)
-            FROM (\(MirrorOverlay.groupRecords(kind: "?1", group: "?2"))) AS g
-            """)
+        let row = try connection.cached(Self.rollupSQL)
         defer { row.reset() }
         try row.bind(arguments)
         guard try row.step() else { return }
@@ -226,6 +236,37 @@ public final class MirrorStore {
                 """, arguments + [.integer(present), .integer(latest)])
         }
     }
+
+    /// The rollups a set delta on record `id` of `group` can change, brought up
+    /// to date: the same result as ``recomputeRollups(_:)`` for the group, for a
+    /// fraction of the work. A delta changes no record's life, group or time, so
+    /// the group's count and latest stay as they are, and only the presence of a
+    /// rule on that very set and member can change, in one direction: an add
+    /// never makes a record stop holding the member (it inserts an add, flips a
+    /// row to add, or cancels a pending remove, falling back to canonical truth),
+    /// and a remove never makes one start. So after an add the presence can only
+    /// rise, and it does exactly when the record now holds the member; after a
+    /// remove it can only fall, and it does exactly when no record of the group
+    /// holds it any more. The row is written only when it changes. Runs in the
+    /// caller's transaction.
+    func recomputePresence(afterDelta op: String, kind: String, id: String, group: String, set: String, member: String) throws {
+        let statement = try connection.cached(op == "add" ? Self.presenceRisesSQL : Self.presenceFallsSQL)
+        defer { statement.reset() }
+        try statement.bind([.text(kind), .text(group), .text(set), .text(member)] + (op == "add" ? [.text(id)] : []))
+        while try statement.step() {}
+    }
+
+    private static let presenceRisesSQL = """
+        UPDATE mirror_rollups SET present = 1
+        WHERE kind = ?1 AND grp = ?2 AND set_name = ?3 AND member = ?4 AND present = 0
+          AND \(MirrorOverlay.holds(kind: "?1", id: "?5", set: "?3", member: "?4"))
+        """
+
+    private static let presenceFallsSQL = """
+        UPDATE mirror_rollups SET present = 0
+        WHERE kind = ?1 AND grp = ?2 AND set_name = ?3 AND member = ?4 AND present = 1
+          AND NOT \(MirrorOverlay.groupHolds(kind: "?1", group: "?2", set: "?3", member: "?4"))
+        """
 
     /// Every rollup from scratch (a new rule, a replay).
     func recomputeAllRollups() throws {
