@@ -189,25 +189,32 @@ public final class MirrorStore {
     /// The rollup of `group`, read from the rollup table alone; `nil` when the group has no live record or no such rollup is declared.
     public func rollup(kind: String, group: String, set: String, member: String) throws -> Bool? {
         try connection.queryFirst(
-            "SELECT present FROM mirror_rollups WHERE kind = ? AND set_name = ? AND member = ? AND grp = ?", [.text(kind), .text(set), .text(member), .text(group)]
+            "SELECT present FROM mirror_rollups WHERE rule = (\(Self.ruleSQL)) AND grp = ?4", [.text(kind), .text(set), .text(member), .text(group)]
         ) { $0.int64(0) == 1 }
     }
 
     /// The groups whose rollup is true, newest first (the inbox: "threads with a message in INBOX"), at most `limit`.
     public func groups(kind: String, set: String, member: String, limit: Int = 50) throws -> [String] {
         try connection.query(
-            "SELECT grp FROM mirror_rollups WHERE kind = ? AND set_name = ? AND member = ? AND present = 1 ORDER BY latest DESC, grp LIMIT ?",
+            Self.groupsSQL,
             [.text(kind), .text(set), .text(member), .integer(Int64(limit))]
         ) { $0.text(0) }
     }
+
+    private static let groupsSQL = "SELECT grp FROM mirror_rollups WHERE rule = (\(ruleSQL)) AND present = 1 ORDER BY latest DESC, grp LIMIT ?4"
+
+    /// The number of the rule on kind `?1`, set `?2` and member `?3`, as a scalar subquery's SELECT.
+    static let ruleSQL = "SELECT rule FROM mirror_rollup_rules WHERE kind = ?1 AND set_name = ?2 AND member = ?3"
 
     /// Recomputes the rollups of `groups` (by kind) from the effective reads. Runs
     /// in the caller's transaction: every queue change, retirement and pull calls it.
     func recomputeRollups(_ groups: [String: Set<String>]) throws {
         for (kind, names) in groups where !names.isEmpty {
-            let rules = try connection.query("SELECT set_name, member FROM mirror_rollup_rules WHERE kind = ?", [.text(kind)]) { ($0.text(0), $0.text(1)) }
-            for (set, member) in rules {
-                for group in names { try recomputeRollup(kind: kind, group: group, set: set, member: member) }
+            let rules = try connection.query("SELECT rule, set_name, member FROM mirror_rollup_rules WHERE kind = ?", [.text(kind)]) {
+                ($0.int64(0), $0.text(1), $0.text(2))
+            }
+            for (rule, set, member) in rules {
+                for group in names { try recomputeRollup(rule: rule, kind: kind, group: group, set: set, member: member) }
             }
         }
     }
@@ -217,23 +224,22 @@ public final class MirrorStore {
         FROM (\(MirrorOverlay.groupRecords(kind: "?1", group: "?2"))) AS g
         """
 
-    private func recomputeRollup(kind: String, group: String, set: String, member: String) throws {
-        let arguments: [SQLValue] = [.text(kind), .text(group), .text(set), .text(member)]
+    private func recomputeRollup(rule: Int64, kind: String, group: String, set: String, member: String) throws {
         let row = try connection.cached(Self.rollupSQL)
         defer { row.reset() }
-        try row.bind(arguments)
+        try row.bind([.text(kind), .text(group), .text(set), .text(member)])
         guard try row.step() else { return }
         let count = row.int64(0)
         let latest = row.int64(1)
         let present = row.int64(2)
         if count == 0 {
-            try connection.execute("DELETE FROM mirror_rollups WHERE kind = ?1 AND grp = ?2 AND set_name = ?3 AND member = ?4", arguments)
+            try connection.execute("DELETE FROM mirror_rollups WHERE rule = ? AND grp = ?", [.integer(rule), .text(group)])
         } else {
             try connection.execute(
                 """
-                INSERT INTO mirror_rollups (kind, grp, set_name, member, present, latest) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                ON CONFLICT (kind, set_name, member, grp) DO UPDATE SET present = excluded.present, latest = excluded.latest
-                """, arguments + [.integer(present), .integer(latest)])
+                INSERT INTO mirror_rollups (rule, grp, present, latest) VALUES (?, ?, ?, ?)
+                ON CONFLICT (rule, grp) DO UPDATE SET present = excluded.present, latest = excluded.latest
+                """, [.integer(rule), .text(group), .integer(present), .integer(latest)])
         }
     }
 
@@ -258,13 +264,13 @@ public final class MirrorStore {
 
     private static let presenceRisesSQL = """
         UPDATE mirror_rollups SET present = 1
-        WHERE kind = ?1 AND grp = ?2 AND set_name = ?3 AND member = ?4 AND present = 0
+        WHERE rule = (SELECT rule FROM mirror_rollup_rules WHERE kind = ?1 AND set_name = ?3 AND member = ?4) AND grp = ?2 AND present = 0
           AND \(MirrorOverlay.holds(kind: "?1", id: "?5", set: "?3", member: "?4"))
         """
 
     private static let presenceFallsSQL = """
         UPDATE mirror_rollups SET present = 0
-        WHERE kind = ?1 AND grp = ?2 AND set_name = ?3 AND member = ?4 AND present = 1
+        WHERE rule = (SELECT rule FROM mirror_rollup_rules WHERE kind = ?1 AND set_name = ?3 AND member = ?4) AND grp = ?2 AND present = 1
           AND NOT \(MirrorOverlay.groupHolds(kind: "?1", group: "?2", set: "?3", member: "?4"))
         """
 
