@@ -14,7 +14,8 @@ import Synchronization
 /// loopback, each against a baseline run in the same process (issue 16):
 /// relay throughput against a bare libmicrohttpd handler, relay latency to a
 /// parked poll, idle long polls held with their memory, and two devices'
-/// runtimes syncing through the hub against the in-memory transport (``FleetBench``).
+/// runtimes syncing through the hub against the in-memory transport (``FleetBench``),
+/// the record API's figures (``RecordsBench``) and a mirror client's retirement on echo (``MirrorBench``).
 enum HubBenchCommand {
     static func run(_ arguments: ArraySlice<String>) throws {
         let options = try Options(arguments, options: ["--postgres", "--connections", "--only"], flags: ["--json", "--quick"])
@@ -46,7 +47,12 @@ enum HubBenchCommand {
         if wanted("hub.push") || wanted("hub.pull") {
             figures.append(contentsOf: try RecordsBench.run(quick: quick, postgres: options.values["--postgres"], say: say))
         }
-        guard !figures.isEmpty else { throw UsageError(message: "--only \(only) names no figure; the figures start hub.relay, hub.connections, hub.fleet, hub.push or hub.pull") }
+        if wanted("mirror.retire_latency") {
+            figures.append(contentsOf: try MirrorBench.run(quick: quick, say: say))
+        }
+        guard !figures.isEmpty else {
+            throw UsageError(message: "--only \(only) names no figure; the figures start hub.relay, hub.connections, hub.fleet, hub.push, hub.pull or mirror.retire_latency")
+        }
         if options.flags.contains("--json") {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]

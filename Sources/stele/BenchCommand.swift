@@ -36,6 +36,9 @@ enum BenchCommand {
     }
 
     private static func format(_ value: Double) -> String {
-        value >= 100 ? grouped(Int(value.rounded())) : String(format: "%.2f", value)
+        if value >= 100 { return grouped(Int(value.rounded())) }
+        // A small figure (a read's seconds) keeps three significant digits rather than printing 0.00.
+        if value != 0 && abs(value) < 0.01 { return String(format: "%.3g", value) }
+        return String(format: "%.2f", value)
     }
 }

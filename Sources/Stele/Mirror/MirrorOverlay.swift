@@ -76,6 +76,20 @@ enum MirrorOverlay {
         """
     }
 
+    /// 1 when some effective record of group `group` holds `member` in `set`: the
+    /// records of ``groupRecords(kind:group:)`` (a candidate in the group by its
+    /// effective group; ``holds(kind:id:set:member:)`` already asks that it be
+    /// alive), asked of each source of candidates in turn, so the answer comes at
+    /// the first holder without the candidates being collected first.
+    static func groupHolds(kind: String, group: String, set: String, member: String) -> String {
+        """
+        (EXISTS (SELECT 1 FROM mirror_records c WHERE c.kind = \(kind) AND c.grp = \(group)
+                 AND \(Self.group(kind: kind, id: "c.id")) = \(group) AND \(holds(kind: kind, id: "c.id", set: set, member: member)))
+         OR EXISTS (SELECT 1 FROM mirror_queue c WHERE c.kind = \(kind) AND c.grp = \(group) AND c.set_name = '' AND c.member = ''
+                 AND \(Self.group(kind: kind, id: "c.id")) = \(group) AND \(holds(kind: kind, id: "c.id", set: set, member: member))))
+        """
+    }
+
     /// The effective records of group `group`: a SELECT of `id`, `modified_at`, alive only.
     static func groupRecords(kind: String, group: String) -> String {
         """

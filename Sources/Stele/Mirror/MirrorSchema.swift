@@ -105,6 +105,41 @@ enum MirrorSchema {
                     at INTEGER NOT NULL
                 );
                 """)
-        }
+        },
+        Migration(version: 2, name: "rollups keyed by a rule number, so the inbox listing's index is as narrow as a plain table's") { connection in
+            // The listing (`groups(kind:set:member:limit:)`) walks the index entries of
+            // one rule; with kind, set and member repeated in every entry it read 1.3
+            // times slower than the same listing on a plain table (`mirror.inbox`).
+            try connection.executeScript(
+                """
+                CREATE TABLE mirror_rollup_rules_2 (
+                    rule INTEGER PRIMARY KEY,
+                    kind TEXT NOT NULL,
+                    set_name TEXT NOT NULL CHECK (set_name <> ''),
+                    member TEXT NOT NULL CHECK (member <> ''),
+                    UNIQUE (kind, set_name, member)
+                );
+                INSERT INTO mirror_rollup_rules_2 (kind, set_name, member) SELECT kind, set_name, member FROM mirror_rollup_rules ORDER BY kind, set_name, member;
+
+                -- One row per group of the rule's kind with a live record; present = some
+                -- effective record of the group carries the rule's member in its set.
+                CREATE TABLE mirror_rollups_2 (
+                    rule INTEGER NOT NULL,
+                    grp TEXT NOT NULL,
+                    present INTEGER NOT NULL CHECK (present IN (0, 1)),
+                    latest INTEGER NOT NULL,
+                    PRIMARY KEY (rule, grp)
+                ) WITHOUT ROWID;
+                INSERT INTO mirror_rollups_2 (rule, grp, present, latest)
+                    SELECT r.rule, o.grp, o.present, o.latest FROM mirror_rollups o
+                    JOIN mirror_rollup_rules_2 r ON r.kind = o.kind AND r.set_name = o.set_name AND r.member = o.member;
+
+                DROP TABLE mirror_rollups;
+                DROP TABLE mirror_rollup_rules;
+                ALTER TABLE mirror_rollup_rules_2 RENAME TO mirror_rollup_rules;
+                ALTER TABLE mirror_rollups_2 RENAME TO mirror_rollups;
+                CREATE INDEX mirror_rollups_listing ON mirror_rollups (rule, present, latest DESC, grp);
+                """)
+        },
     ])
 }

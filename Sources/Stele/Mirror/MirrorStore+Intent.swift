@@ -127,6 +127,64 @@ extension MirrorStore {
         let kind: String
         var setChanges: [SetChange] = []
         var before: Before?
+
+        /// The record as the JSON `JSONEncoder` writes for it (``undo()`` reads it
+        /// back with `JSONDecoder`), written by hand: every delta remembers its
+        /// undo, and Foundation's encoder cost more than the rest of a delta's Swift work.
+        var json: [UInt8] {
+            var out: [UInt8] = []
+            out.reserveCapacity(96 + (before?.payload?.count ?? 0) * 4)
+            out += #"{"kind":"#.utf8
+            Self.append(string: kind, to: &out)
+            out += #","setChanges":["#.utf8
+            for (index, change) in setChanges.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                out += #"{"id":"#.utf8
+                Self.append(string: change.id, to: &out)
+                out += #","op":"#.utf8
+                Self.append(string: change.op, to: &out)
+                out += #","set":"#.utf8
+                Self.append(string: change.set, to: &out)
+                out += #","member":"#.utf8
+                Self.append(string: change.member, to: &out)
+                out.append(UInt8(ascii: "}"))
+            }
+            out.append(UInt8(ascii: "]"))
+            if let before {
+                out += #","before":{"id":"#.utf8
+                Self.append(string: before.id, to: &out)
+                out += (before.alive ? #","alive":true"# : #","alive":false"#).utf8
+                if let payload = before.payload {
+                    out += #","payload":["#.utf8
+                    for (index, byte) in payload.enumerated() {
+                        if index > 0 { out.append(UInt8(ascii: ",")) }
+                        out += String(byte).utf8
+                    }
+                    out.append(UInt8(ascii: "]"))
+                }
+                if let group = before.group {
+                    out += #","group":"#.utf8
+                    Self.append(string: group, to: &out)
+                }
+                out.append(UInt8(ascii: "}"))
+            }
+            out.append(UInt8(ascii: "}"))
+            return out
+        }
+
+        /// A JSON string: quote and backslash escaped, control characters as `\u00XX`, the rest as its UTF-8.
+        private static func append(string: String, to out: inout [UInt8]) {
+            func digit(_ value: UInt8) -> UInt8 { value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") + value - 10 }
+            out.append(UInt8(ascii: "\""))
+            for byte in string.utf8 {
+                switch byte {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"): out += [UInt8(ascii: "\\"), byte]
+                case 0..<0x20: out += [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), digit(byte >> 4), digit(byte & 0xF)]
+                default: out.append(byte)
+                }
+            }
+            out.append(UInt8(ascii: "\""))
+        }
     }
 
     /// Moves every failed mutation back to pending with fresh attempts (SCENARIOS `C retry`).
@@ -257,9 +315,7 @@ extension MirrorStore {
                 result = .cancelled
             }
         } else {
-            let holds =
-                try connection.scalarInt("SELECT \(MirrorOverlay.holds(kind: "?1", id: "?2", set: "?3", member: "?4"))", [.text(kind), .text(id), .text(set), .text(member)])
-                == 1
+            let holds = try connection.scalarInt(Self.holdsSQL, [.text(kind), .text(id), .text(set), .text(member)]) == 1
             if holds == (op == "add") {
                 result = .unchanged
             } else {
@@ -271,7 +327,7 @@ extension MirrorStore {
             try rememberForUndo(UndoRecord(kind: kind, setChanges: [UndoRecord.SetChange(id: id, op: op, set: set, member: member)]))
         }
         if result != .unchanged, let group = try self.group(kind: kind, id: id) {
-            try recomputeRollups([kind: [group]])
+            try recomputePresence(afterDelta: op, kind: kind, id: id, group: group, set: set, member: member)
         }
         return result
     }
@@ -294,6 +350,6 @@ extension MirrorStore {
     }
 
     private func rememberForUndo(_ record: UndoRecord) throws {
-        try setMeta("undo", .blob(Array(try JSONEncoder().encode(record))))
+        try setMeta("undo", .blob(record.json))
     }
 }

@@ -3,14 +3,24 @@ import SteleSQL
 /// The pull applier: the only writer of the canonical tables.
 extension MirrorStore {
     /// A record as the hub sent it (HUB-API's record object).
-    struct PulledRecord: Sendable, Equatable {
-        var kind: String
-        var id: String
-        var payload: [UInt8]?
-        var modifiedAt: Int64
-        var group: String?
-        var sets: [String: [String]]
-        var seq: Int64
+    package struct PulledRecord: Sendable, Equatable {
+        package var kind: String
+        package var id: String
+        package var payload: [UInt8]?
+        package var modifiedAt: Int64
+        package var group: String?
+        package var sets: [String: [String]]
+        package var seq: Int64
+
+        package init(kind: String, id: String, payload: [UInt8]?, modifiedAt: Int64, group: String?, sets: [String: [String]], seq: Int64) {
+            self.kind = kind
+            self.id = id
+            self.payload = payload
+            self.modifiedAt = modifiedAt
+            self.group = group
+            self.sets = sets
+            self.seq = seq
+        }
     }
 
     /// What applying a page did.
@@ -68,6 +78,59 @@ extension MirrorStore {
             applied.retired = try retireEchoed(upTo: reached, groups: &groups)
             try recomputeRollups(groups)
             return applied
+        }
+    }
+
+    /// Applies a page of records the store has never held, as a first download
+    /// brings them: for benchmarks and imports that fill a store with many
+    /// records at once. It writes what ``apply(page:next:epoch:)`` writes for
+    /// such records (canonical rows and members, a failed mutation a newer edit
+    /// supersedes, the cursor, retirement of echoed mutations, and the rollups of
+    /// every group touched, computed by the store as always) in one transaction,
+    /// with plain inserts in place of that method's per-record checks, which
+    /// only matter for a record already held.
+    /// - Returns: the number of records written.
+    /// - Throws: `SQLiteError` (a constraint failure) and writes nothing when the store already holds one of the records.
+    @discardableResult
+    package func applyNew(page records: [PulledRecord], next: Int64, epoch: String) throws -> Int {
+        try connection.transaction {
+            let current = try cursor()
+            var groups: [String: Set<String>] = [:]
+            let insertRecord = try connection.cached(
+                "INSERT INTO mirror_records (kind, id, payload, modified_at, grp, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
+            let insertMember = try connection.cached("INSERT INTO mirror_members (kind, id, set_name, member) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING")
+            let failuresQueued = try connection.scalarInt("SELECT EXISTS (SELECT 1 FROM mirror_queue WHERE state = 'failed' AND set_name = '')") == 1
+            for record in records {
+                insertRecord.reset()
+                try insertRecord.bind([
+                    .text(record.kind), .text(record.id), record.payload.map(SQLValue.blob) ?? .null, .integer(record.modifiedAt),
+                    record.group.map(SQLValue.text) ?? .null, .integer(record.seq),
+                ])
+                _ = try insertRecord.step()
+                for (set, members) in record.sets {
+                    for member in members {
+                        insertMember.reset()
+                        try insertMember.bind([.text(record.kind), .text(record.id), .text(set), .text(member)])
+                        _ = try insertMember.step()
+                    }
+                }
+                if failuresQueued { _ = try dropSupersededFailure(record) }
+                if let group = record.group { groups[record.kind, default: []].insert(group) }
+            }
+            insertRecord.reset()
+            insertMember.reset()
+            // A record held only by a queued put has its group there (before and after this page): recompute those too.
+            let kinds = Set(records.map(\.kind))
+            for (kind, group) in try connection.query("SELECT DISTINCT kind, grp FROM mirror_queue WHERE grp IS NOT NULL", [], { ($0.text(0), $0.text(1)) })
+            where kinds.contains(kind) {
+                groups[kind, default: []].insert(group)
+            }
+            let reached = current.epoch == epoch ? max(current.historyID, next) : next
+            try setMeta("cursor", .integer(reached))
+            try setMeta("epoch", .text(epoch))
+            _ = try retireEchoed(upTo: reached, groups: &groups)
+            try recomputeRollups(groups)
+            return records.count
         }
     }
 

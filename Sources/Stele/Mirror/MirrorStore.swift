@@ -98,8 +98,11 @@ public final class MirrorStore {
 
     /// The next number for this client's mutation ids and intent order.
     func nextNumber() throws -> Int64 {
-        let next = (try meta("counter").asInteger ?? 0) + 1
-        try setMeta("counter", .integer(next))
+        // One statement: read, count up and write back.
+        let next = try connection.queryFirst(
+            "INSERT INTO mirror_meta (name, value) VALUES ('counter', 1) ON CONFLICT (name) DO UPDATE SET value = value + 1 RETURNING value"
+        ) { $0.int64(0) }
+        guard let next else { throw MirrorError(.storage, "\(path): the mutation counter did not count") }
         return next
     }
 
@@ -135,8 +138,14 @@ public final class MirrorStore {
 
     /// Whether the record's effective set `set` holds `member`.
     public func holds(kind: String, id: String, set: String, member: String) throws -> Bool {
-        try connection.scalarInt("SELECT \(MirrorOverlay.holds(kind: "?1", id: "?2", set: "?3", member: "?4"))", [.text(kind), .text(id), .text(set), .text(member)]) == 1
+        try connection.scalarInt(Self.holdsSQL, [.text(kind), .text(id), .text(set), .text(member)]) == 1
     }
+
+    /// The statements the write path runs on every delta, built once: the overlay's
+    /// fragments are long, and building and hashing their text on every call costs
+    /// more than running the short ones.
+    static let holdsSQL = "SELECT \(MirrorOverlay.holds(kind: "?1", id: "?2", set: "?3", member: "?4"))"
+    static let groupSQL = "SELECT \(MirrorOverlay.group(kind: "?1", id: "?2"))"
 
     /// The record's effective members of `set`, sorted.
     public func members(kind: String, id: String, set: String) throws -> [String] {
@@ -153,7 +162,7 @@ public final class MirrorStore {
 
     /// The record's effective group.
     public func group(kind: String, id: String) throws -> String? {
-        try connection.queryFirst("SELECT \(MirrorOverlay.group(kind: "?1", id: "?2"))", [.text(kind), .text(id)]) { $0.isNull(0) ? nil : $0.text(0) } ?? nil
+        try connection.queryFirst(Self.groupSQL, [.text(kind), .text(id)]) { $0.isNull(0) ? nil : $0.text(0) } ?? nil
     }
 
     /// Every effectively alive record of `kind` with its payload, by id.
@@ -189,50 +198,57 @@ public final class MirrorStore {
     /// The rollup of `group`, read from the rollup table alone; `nil` when the group has no live record or no such rollup is declared.
     public func rollup(kind: String, group: String, set: String, member: String) throws -> Bool? {
         try connection.queryFirst(
-            "SELECT present FROM mirror_rollups WHERE kind = ? AND set_name = ? AND member = ? AND grp = ?", [.text(kind), .text(set), .text(member), .text(group)]
+            "SELECT present FROM mirror_rollups WHERE rule = (\(Self.ruleSQL)) AND grp = ?4", [.text(kind), .text(set), .text(member), .text(group)]
         ) { $0.int64(0) == 1 }
     }
 
     /// The groups whose rollup is true, newest first (the inbox: "threads with a message in INBOX"), at most `limit`.
     public func groups(kind: String, set: String, member: String, limit: Int = 50) throws -> [String] {
         try connection.query(
-            "SELECT grp FROM mirror_rollups WHERE kind = ? AND set_name = ? AND member = ? AND present = 1 ORDER BY latest DESC, grp LIMIT ?",
+            Self.groupsSQL,
             [.text(kind), .text(set), .text(member), .integer(Int64(limit))]
         ) { $0.text(0) }
     }
+
+    private static let groupsSQL = "SELECT grp FROM mirror_rollups WHERE rule = (\(ruleSQL)) AND present = 1 ORDER BY latest DESC, grp LIMIT ?4"
+
+    /// The number of the rule on kind `?1`, set `?2` and member `?3`, as a scalar subquery's SELECT.
+    static let ruleSQL = "SELECT rule FROM mirror_rollup_rules WHERE kind = ?1 AND set_name = ?2 AND member = ?3"
 
     /// Recomputes the rollups of `groups` (by kind) from the effective reads. Runs
     /// in the caller's transaction: every queue change, retirement and pull calls it.
     func recomputeRollups(_ groups: [String: Set<String>]) throws {
         for (kind, names) in groups where !names.isEmpty {
-            let rules = try connection.query("SELECT set_name, member FROM mirror_rollup_rules WHERE kind = ?", [.text(kind)]) { ($0.text(0), $0.text(1)) }
-            for (set, member) in rules {
-                for group in names { try recomputeRollup(kind: kind, group: group, set: set, member: member) }
+            let rules = try connection.query("SELECT rule, set_name, member FROM mirror_rollup_rules WHERE kind = ?", [.text(kind)]) {
+                ($0.int64(0), $0.text(1), $0.text(2))
+            }
+            for (rule, set, member) in rules {
+                for group in names { try recomputeRollup(rule: rule, kind: kind, group: group, set: set, member: member) }
             }
         }
     }
 
-    private func recomputeRollup(kind: String, group: String, set: String, member: String) throws {
-        let arguments: [SQLValue] = [.text(kind), .text(group), .text(set), .text(member)]
-        let row = try connection.cached(
-            """
-            SELECT count(*), max(g.modified_at), coalesce(max(\(MirrorOverlay.holds(kind: "?1", id: "g.id", set: "?3", member: "?4"))), 0)
-            FROM (\(MirrorOverlay.groupRecords(kind: "?1", group: "?2"))) AS g
-            """)
+    private static let rollupSQL = """
+        SELECT count(*), max(g.modified_at), coalesce(max(\(MirrorOverlay.holds(kind: "?1", id: "g.id", set: "?3", member: "?4"))), 0)
+        FROM (\(MirrorOverlay.groupRecords(kind: "?1", group: "?2"))) AS g
+        """
+
+    private func recomputeRollup(rule: Int64, kind: String, group: String, set: String, member: String) throws {
+        let row = try connection.cached(Self.rollupSQL)
         defer { row.reset() }
-        try row.bind(arguments)
+        try row.bind([.text(kind), .text(group), .text(set), .text(member)])
         guard try row.step() else { return }
         let count = row.int64(0)
         let latest = row.int64(1)
         let present = row.int64(2)
         if count == 0 {
-            try connection.execute("DELETE FROM mirror_rollups WHERE kind = ?1 AND grp = ?2 AND set_name = ?3 AND member = ?4", arguments)
+            try connection.execute("DELETE FROM mirror_rollups WHERE rule = ? AND grp = ?", [.integer(rule), .text(group)])
         } else {
             try connection.execute(
                 """
-                INSERT INTO mirror_rollups (kind, grp, set_name, member, present, latest) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-                ON CONFLICT (kind, set_name, member, grp) DO UPDATE SET present = excluded.present, latest = excluded.latest
-                """, arguments + [.integer(present), .integer(latest)])
+                INSERT INTO mirror_rollups (rule, grp, present, latest) VALUES (?, ?, ?, ?)
+                ON CONFLICT (rule, grp) DO UPDATE SET present = excluded.present, latest = excluded.latest
+                """, [.integer(rule), .text(group), .integer(present), .integer(latest)])
         }
     }
 
@@ -244,7 +260,9 @@ public final class MirrorStore {
             let rows: [String]
         }
         let read = {
-            try self.connection.query("SELECT kind, grp, set_name, member, present, latest FROM mirror_rollups ORDER BY kind, grp, set_name, member") { row in
+            try self.connection.query(
+                "SELECT r.kind, o.grp, r.set_name, r.member, o.present, o.latest FROM mirror_rollups o JOIN mirror_rollup_rules r ON r.rule = o.rule ORDER BY 1, 2, 3, 4"
+            ) { row in
                 "\(row.text(0)) \(row.text(1)) \(row.text(2)) \(row.text(3)) present=\(row.int64(4)) latest=\(row.int64(5))"
             }
         }
@@ -262,6 +280,37 @@ public final class MirrorStore {
         let freshSet = Set(fresh)
         return keptSet.subtracting(freshSet).sorted().map { "kept \($0)" } + freshSet.subtracting(keptSet).sorted().map { "recomputed \($0)" }
     }
+
+    /// The rollups a set delta on record `id` of `group` can change, brought up
+    /// to date: the same result as ``recomputeRollups(_:)`` for the group, for a
+    /// fraction of the work. A delta changes no record's life, group or time, so
+    /// the group's count and latest stay as they are, and only the presence of a
+    /// rule on that very set and member can change, in one direction: an add
+    /// never makes a record stop holding the member (it inserts an add, flips a
+    /// row to add, or cancels a pending remove, falling back to canonical truth),
+    /// and a remove never makes one start. So after an add the presence can only
+    /// rise, and it does exactly when the record now holds the member; after a
+    /// remove it can only fall, and it does exactly when no record of the group
+    /// holds it any more. The row is written only when it changes. Runs in the
+    /// caller's transaction.
+    func recomputePresence(afterDelta op: String, kind: String, id: String, group: String, set: String, member: String) throws {
+        let statement = try connection.cached(op == "add" ? Self.presenceRisesSQL : Self.presenceFallsSQL)
+        defer { statement.reset() }
+        try statement.bind([.text(kind), .text(group), .text(set), .text(member)] + (op == "add" ? [.text(id)] : []))
+        while try statement.step() {}
+    }
+
+    private static let presenceRisesSQL = """
+        UPDATE mirror_rollups SET present = 1
+        WHERE rule = (SELECT rule FROM mirror_rollup_rules WHERE kind = ?1 AND set_name = ?3 AND member = ?4) AND grp = ?2 AND present = 0
+          AND \(MirrorOverlay.holds(kind: "?1", id: "?5", set: "?3", member: "?4"))
+        """
+
+    private static let presenceFallsSQL = """
+        UPDATE mirror_rollups SET present = 0
+        WHERE rule = (SELECT rule FROM mirror_rollup_rules WHERE kind = ?1 AND set_name = ?3 AND member = ?4) AND grp = ?2 AND present = 1
+          AND NOT \(MirrorOverlay.groupHolds(kind: "?1", group: "?2", set: "?3", member: "?4"))
+        """
 
     /// Every rollup from scratch (a new rule, a replay).
     func recomputeAllRollups() throws {
