@@ -48,11 +48,16 @@ struct MirrorWorkload {
     }
 
     /// One of the hub's faults.
-    func fault(_ random: inout SplitMix64, _ simulation: Simulation) -> [Statement] {
+    func fault(_ kind: SimulationRun.Fault, _ random: inout SplitMix64, _ simulation: Simulation) -> [Statement] {
         guard let hub = simulation.hub, !clients.isEmpty else { return [] }
         let client = clients[Int(random.next() % UInt64(clients.count))]
-        simulation.count("hub")
-        switch random.value(in: 0...9) {
+        simulation.count(kind.rawValue)
+        if kind == .hubRestore {
+            // A backup now and then; a restore of the last one later (the hub's history rewound).
+            if let last = hub.lastBackup, random.chance(50) { return [.hub(.restore(label: last))] }
+            return [.hub(.backup(label: "hub-\(simulation.now)"))]
+        }
+        switch random.value(in: 0...7) {
         case 0, 1: return [.hub(hub.isDown ? .up : .down)]
         case 2, 3:
             let codes = HubStatement.PushFault.allCases
@@ -61,11 +66,7 @@ struct MirrorWorkload {
             let points = MirrorDriver.CrashPoint.allCases
             return [.hub(.crashAt(client: client, points[Int(random.next() % UInt64(points.count))])), .hub(.step(client: client, .sync))]
         case 6: return [.hub(.crash(client: client))]
-        case 7: return [.hub(.skew(client: client, milliseconds: random.value(in: -600_000...600_000)))]
-        default:
-            // A backup now and then; a restore of the last one later (the hub's history rewound).
-            if let last = hub.lastBackup, random.chance(50) { return [.hub(.restore(label: last))] }
-            return [.hub(.backup(label: "hub-\(simulation.now)"))]
+        default: return [.hub(.skew(client: client, milliseconds: random.value(in: -600_000...600_000)))]
         }
     }
 

@@ -8,8 +8,10 @@ public struct SimulationRun {
     public enum Fault: String, Sendable, CaseIterable {
         case loss, dup, reorder, partition, offline, crash, restore, skew, join, revoke, storage, anchor
         /// With mirror clients: the hub down and up, pushes failed or their answers lost,
-        /// a client crashed (at a point of its flush, or at once) or skewed, the hub restored from a backup.
+        /// a client crashed (at a point of its flush, or at once) or skewed.
         case hub
+        /// With mirror clients: the hub backed up, and restored from its last backup (its history rewound).
+        case hubRestore = "hub-restore"
     }
 
     public struct Options: Sendable {
@@ -110,7 +112,7 @@ public struct SimulationRun {
         var workload = Workload()
         var backups: [String: String] = [:]
         // In a fixed order: a Set's order changes from process to process.
-        let faults = Fault.allCases.filter { options.faults.contains($0) && ($0 != .hub || options.clients > 0) }
+        let faults = Fault.allCases.filter { options.faults.contains($0) && (($0 != .hub && $0 != .hubRestore) || options.clients > 0) }
         var mirror = MirrorWorkload(clients: options.clients)
         for statement in mirror.setup() { try run(statement) }
 
@@ -119,8 +121,9 @@ public struct SimulationRun {
             try run(.advance(random.value(in: 10...2_000)))
             if options.clients > 0, random.chance(Double(100 * options.clients) / Double(options.clients + options.devices)) {
                 for statement in mirror.next(&random) { try run(statement) }
-                if random.chance(12), faults.contains(.hub) {
-                    for statement in mirror.fault(&random, simulation) { try run(statement) }
+                let hubFaults = faults.filter { $0 == .hub || $0 == .hubRestore }
+                if random.chance(12), let fault = hubFaults.randomElement(using: &random) {
+                    for statement in mirror.fault(fault, &random, simulation) { try run(statement) }
                 }
                 continue
             }
@@ -192,8 +195,8 @@ public struct SimulationRun {
                 let fault = StorageFault.allCases.randomElement(using: &random)!
                 let target = active.randomElement(using: &random)!
                 try run(.storageFault(device: target, fault, afterSteps: Int(random.value(in: 0...40))))
-            case .hub:
-                for statement in mirror.fault(&random, simulation) { try run(statement) }
+            case .hub, .hubRestore:
+                for statement in mirror.fault(faults.contains(.hub) ? .hub : .hubRestore, &random, simulation) { try run(statement) }
             case .anchor:
                 // The anchor substrate in trouble: out of reach (or back), a failed
                 // upload, or a slow one that may outlive its round (001 §8).

@@ -1,0 +1,114 @@
+import Foundation
+import SteleSQL
+import Testing
+import TestSupport
+
+@testable import Stele
+@testable import SteleSimulator
+
+/// The mirror clients' oracle can fail: each of its checks trips on a world
+/// broken on purpose, and passes on the same world left alone.
+@Suite struct MirrorOracleTests {
+    /// A hub with two clients that wrote, labelled, deleted and synced.
+    static func world() throws -> Simulation {
+        let simulation = try Simulation(seed: 3)
+        let lines = """
+            hub
+            rollup mail labels INBOX
+            client phone
+            client laptop
+            phone put mail m1 "one" group t1
+            phone put mail m2 "two" group t1
+            phone add mail m1 labels INBOX
+            phone put note gone "soon deleted"
+            phone sync
+            laptop sync
+            laptop delete note gone
+            laptop sync
+            phone sync
+            """
+        let scenario = try ScenarioParser.parse(lines, file: "world")
+        for line in scenario.lines { try simulation.apply(line.statement) }
+        return simulation
+    }
+
+    static func judge(_ hub: SimulatedHub) throws -> MirrorOracle {
+        try hub.oracle.check(hub)
+        return hub.oracle
+    }
+
+    @Test func aWorldLeftAlonePasses() throws {
+        let simulation = try Self.world()
+        let hub = try #require(simulation.hub)
+        let oracle = try withExtendedLifetime(simulation) { try Self.judge(hub) }
+        #expect(!oracle.failed, "\(oracle.findings)")
+        #expect(oracle.appliedCount >= 5)
+    }
+
+    @Test func aClientReadingOtherThanTheHubIsAMismatch() throws {
+        let simulation = try Self.world()
+        let hub = try #require(simulation.hub)
+        let phone = try #require(hub.client("phone"))
+        try Connection(path: phone.path).execute("UPDATE mirror_records SET payload = CAST('forged' AS BLOB) WHERE id = 'm2'")
+        let oracle = try withExtendedLifetime(simulation) { try Self.judge(hub) }
+        #expect(oracle.mismatches >= 1)
+    }
+
+    @Test func aMemberSetReadingOtherThanTheHubIsAMismatch() throws {
+        let simulation = try Self.world()
+        let hub = try #require(simulation.hub)
+        let laptop = try #require(hub.client("laptop"))
+        try Connection(path: laptop.path).execute("DELETE FROM mirror_members WHERE id = 'm1'")
+        let oracle = try withExtendedLifetime(simulation) { try Self.judge(hub) }
+        #expect(oracle.mismatches >= 1)
+    }
+
+    @Test func aStaleRollupIsFound() throws {
+        let simulation = try Self.world()
+        let hub = try #require(simulation.hub)
+        let phone = try #require(hub.client("phone"))
+        try Connection(path: phone.path).execute("UPDATE mirror_rollups SET present = 1 - present")
+        let oracle = try withExtendedLifetime(simulation) { try Self.judge(hub) }
+        #expect(oracle.rollupErrors >= 1)
+    }
+
+    @Test func aDeleteTheHubLostIsAResurrection() throws {
+        let simulation = try Self.world()
+        let hub = try #require(simulation.hub)
+        // A broken hub: the tombstone turns back into the older live copy.
+        _ = try hub.storage.transaction { sql in
+            try sql.execute("UPDATE records SET payload = $1, modified_ms = modified_ms - 10 WHERE id = 'gone'", [.blob(Array("soon deleted".utf8))])
+        }
+        let oracle = try withExtendedLifetime(simulation) { try Self.judge(hub) }
+        #expect(oracle.resurrections == 1)
+    }
+
+    @Test func aWriteTheHubDroppedIsALostIntent() throws {
+        let simulation = try Self.world()
+        let hub = try #require(simulation.hub)
+        _ = try hub.storage.transaction { sql in try sql.execute("DELETE FROM records WHERE id = 'm2'", []) }
+        let oracle = try withExtendedLifetime(simulation) { try Self.judge(hub) }
+        #expect(oracle.lostIntents >= 1)
+    }
+
+    @Test func aMemberTheHubDroppedIsALostIntent() throws {
+        let simulation = try Self.world()
+        let hub = try #require(simulation.hub)
+        _ = try hub.storage.transaction { sql in try sql.execute("DELETE FROM record_members WHERE id = 'm1'", []) }
+        let oracle = try withExtendedLifetime(simulation) { try Self.judge(hub) }
+        #expect(oracle.lostIntents >= 1)
+    }
+
+    @Test func oneMutationAtTwoPositionsIsAppliedTwice() throws {
+        let oracle = MirrorOracle()
+        let push = Array(#"{"mutations":[{"mutation":"c-1","kind":"note","id":"n","op":"put","payload":"eA==","modifiedAt":5}]}"#.utf8)
+        oracle.observe(push: push, status: 200, answer: Array(#"{"historyId":1,"results":[{"mutation":"c-1","status":"applied","seq":1}]}"#.utf8))
+        oracle.observe(push: push, status: 200, answer: Array(#"{"historyId":1,"results":[{"mutation":"c-1","status":"applied","seq":1}]}"#.utf8))
+        #expect(oracle.appliedTwice == 0, "the same answer again is the first one")
+        oracle.observe(push: push, status: 200, answer: Array(#"{"historyId":2,"results":[{"mutation":"c-1","status":"applied","seq":2}]}"#.utf8))
+        #expect(oracle.appliedTwice == 1)
+        oracle.epoch += 1
+        oracle.observe(push: push, status: 200, answer: Array(#"{"historyId":1,"results":[{"mutation":"c-1","status":"applied","seq":1}]}"#.utf8))
+        #expect(oracle.appliedTwice == 1, "a new epoch is a new history: the hub restored from a backup applies it once more")
+    }
+}
