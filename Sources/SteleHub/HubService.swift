@@ -56,6 +56,11 @@ public final class HubService: HubHandler {
         storage.listen { key in
             if key == "*" { wakeups.wakeAll() } else { wakeups.wake(key) }
         }
+        // The history's epoch is written in a transaction of its own. Made inside a request
+        // that is then refused (a 409 rolls its transaction back), it would be a new one at
+        // every request, and a client would replay for ever. (When the storage cannot be
+        // reached now, the first request that reads the epoch writes it.)
+        _ = try? storage.transaction { sql in try epoch(sql) }
     }
 
     /// Answers `request`, or parks it as a long poll. Never traps on input.

@@ -117,7 +117,8 @@ public final class MirrorOracle {
                 continue
             }
             let key = "\(epoch) \(result.mutation)"
-            seqs[key, default: []].insert(seq)
+            // The same answer again (a push sent again after its answer was lost) is the first application, not a new one.
+            guard seqs[key, default: []].insert(seq).inserted else { continue }
             if seqs[key]?.count == 2 {
                 appliedTwice += 1
                 findings.append("mutation \(result.mutation) applied twice in epoch \(epoch): seqs \(seqs[key]?.sorted() ?? [])")

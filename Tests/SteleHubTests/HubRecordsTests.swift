@@ -287,6 +287,20 @@ import TestSupport
         #expect(foreign.status == 409 && foreign.errorCode == "history_rewound")
     }
 
+    /// A fresh hub's first feed requests are refused (another epoch): the epoch they name must be
+    /// the same each time. Made inside the refused request's transaction, it was rolled back and
+    /// made anew at every request, and a client replayed for ever (found by stele simulate --clients).
+    @Test(arguments: Backend.allCases) func refusedFeedRequestsOfAFreshHubNameOneEpoch(_ backend: Backend) throws {
+        let a = try Account(backend)
+        let first = a.hub.call("GET", "\(a.base)/records/changes?since=0&epoch=another", token: a.token)
+        let second = a.hub.call("GET", "\(a.base)/records/changes?since=0&epoch=another", token: a.token)
+        #expect(first.status == 409 && second.status == 409)
+        let epoch = try #require(first.json["epoch"] as? String)
+        #expect(second.json["epoch"] as? String == epoch)
+        let feed = a.hub.call("GET", "\(a.base)/records/changes?since=0&epoch=\(epoch)", token: a.token)
+        #expect(feed.status == 200 && feed.json["epoch"] as? String == epoch)
+    }
+
     @Test(arguments: Backend.allCases) func aWaitingChangesPollAnswersWhenAPushLands(_ backend: Backend) throws {
         let a = try Account(backend)
         let request = HubRequest(method: "GET", target: "\(a.base)/records/changes?since=0&wait=30", headers: ["authorization": "Bearer \(a.token)"])
