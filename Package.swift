@@ -27,7 +27,7 @@ let package = Package(
             pkgConfig: "zlib",
             providers: [.apt(["zlib1g-dev"])]
         ),
-        // The hub's C libraries; only SteleHub and SteleHubServer link them, never `stele`.
+        // The hub's C libraries; only SteleHubPostgres and SteleHubServer link them, never `stele`.
         .systemLibrary(
             name: "CPostgres",
             pkgConfig: "libpq",

@@ -189,7 +189,10 @@ import TestSupport
     /// the run still keeps every guarantee.
     @Test(arguments: SimulationRun.Fault.allCases)
     func eachFaultKindFiresAndTheRunStillHolds(fault: SimulationRun.Fault) throws {
-        let outcome = try SimulationRun.run(seed: 5, options: Self.options([fault], devices: 4, steps: 250))
+        var options = Self.options([fault], devices: 4, steps: 250)
+        // The hub's faults need mirror clients; without them they never fire (noFaultsMeansNoneAreCounted covers that side).
+        if fault == .hub || fault == .hubRestore { options.clients = 2 }
+        let outcome = try SimulationRun.run(seed: 5, options: options)
         #expect(outcome.faults[fault.rawValue, default: 0] > 0, "\(fault) never fired: \(outcome.faults)")
         #expect(Set(outcome.faults.keys).subtracting(["loss", "dup"]).isSubset(of: [fault.rawValue]), "\(outcome.faults)")
         #expect(!outcome.failed, "\(fault): \(outcome.findings)")
