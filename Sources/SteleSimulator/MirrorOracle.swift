@@ -191,7 +191,7 @@ public final class MirrorOracle {
                     final.modifiedAt > mutation.modifiedAt
                     || (final.modifiedAt == mutation.modifiedAt
                         && (final.payload == nil || final.payload == mutation.payload || !(final.payload ?? []).lexicographicallyPrecedes(mutation.payload ?? [])))
-                if !beaten {
+                if !beaten && !intendedAfter(Target(kind: mutation.kind, id: mutation.id), mutation.order) {
                     lostIntents += 1
                     findings.append("the put \(mutation.mutation) of \(record) at \(mutation.modifiedAt) is lost: the hub holds a version of \(final.modifiedAt)")
                 }
