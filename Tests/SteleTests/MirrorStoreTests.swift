@@ -469,6 +469,21 @@ import TestSupport
         #expect(rig.sync.reports.count == 1)
     }
 
+    // MARK: - One mutation never fails the rest
+
+    @Test func aPayloadOverTheHubsLimitIsRefusedAtOnceAndAPushStaysUnderItsBytes() throws {
+        let rig = try Rig()
+        #expect(throws: MirrorError.self) { try rig.store.put(kind: "note", id: "huge", payload: [UInt8](repeating: 1, count: (1 << 20) + 1)) }
+        #expect(try rig.store.queue().isEmpty)
+        for index in 0..<20 { try rig.store.put(kind: "note", id: "n\(index)", payload: [UInt8](repeating: 2, count: 300_000)) }
+        var pushed: [Int] = []
+        while pushed.count < 5, case .push(let ids)? = try rig.flush(seq: Int64(pushed.reduce(0, +) + 1)).request?.purpose {
+            pushed.append(ids.count)
+        }
+        #expect(pushed == [13, 7], "4 MiB of 300 kB payloads a push, every mutation once")
+        #expect(try rig.store.queue().allSatisfy { $0.state == .inFlight })
+    }
+
     // MARK: - Two flushers on one store
 
     @Test func aClaimHasAnOwnerAndALease() throws {

@@ -16,12 +16,29 @@ extension MirrorStore {
         let modifiedAt: Int64
     }
 
-    /// Claims up to ``Configuration/mutationsPerPush`` pending mutations due now, in
-    /// intent order, for this instance: no other flusher takes them until the
+    /// Claims up to ``Configuration/mutationsPerPush`` pending mutations due now (and
+    /// ``Configuration/maximumPushBytes`` of payload), in intent order, for this instance: no other flusher takes them until the
     /// lease ends. A claim is counted on the row: from then on it may have reached the hub.
     func claim() throws -> [Claimed] {
         let now = self.now
         return try connection.transaction {
+            let due = """
+                SELECT qid, length(payload) FROM mirror_queue WHERE state = 'pending' AND next_attempt_at <= ?3
+                  AND (claim_owner IS NULL OR claim_owner = ?1 OR claim_until <= ?3)
+                ORDER BY ordinal LIMIT ?4
+                """
+            // As many as fit in one push's bytes (at least one), in intent order.
+            let sizes = try connection.query(
+                due, [.text(configuration.owner), .null, .integer(now), .integer(Int64(configuration.mutationsPerPush))]
+            ) { $0.optionalInt64(1) ?? 0 }
+            var count = 0
+            var bytes: Int64 = 0
+            for size in sizes {
+                if count > 0 && bytes + size > Int64(configuration.maximumPushBytes) { break }
+                bytes += size
+                count += 1
+            }
+            guard count > 0 else { return [] }
             let rows = try connection.query(
                 """
                 UPDATE mirror_queue SET claim_owner = ?1, claim_until = ?2, claims = claims + 1
@@ -31,7 +48,7 @@ extension MirrorStore {
                     ORDER BY ordinal LIMIT ?4)
                 RETURNING mutation, kind, id, op, set_name, member, payload, grp, modified_at, ordinal
                 """,
-                [.text(configuration.owner), .integer(now + configuration.claimLeaseMilliseconds), .integer(now), .integer(Int64(configuration.mutationsPerPush))]
+                [.text(configuration.owner), .integer(now + configuration.claimLeaseMilliseconds), .integer(now), .integer(Int64(count))]
             ) { row in
                 (
                     Claimed(

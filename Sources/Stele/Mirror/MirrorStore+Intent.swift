@@ -26,6 +26,10 @@ extension MirrorStore {
         try Self.checkKey(kind, "kind")
         try Self.checkKey(id, "id")
         if let group { try Self.checkKey(group, "group") }
+        guard payload.count <= configuration.maximumPayloadBytes else {
+            throw MirrorError(
+                .invalidArgument, "the payload is \(payload.count) bytes, over the hub's \(configuration.maximumPayloadBytes)-byte limit for a record; store it elsewhere and keep a reference")
+        }
         return try connection.transaction { try enqueuePayload(kind: kind, id: id, op: "put", payload: payload, group: group, remember: true) }
     }
 

@@ -29,6 +29,12 @@ public final class MirrorStore {
         public var maximumBackoffMilliseconds: Int64 = 60_000
         /// Mutations per push (HUB-API: at most 1,000).
         public var mutationsPerPush: Int = 1_000
+        /// Payload bytes one push carries at most (one larger mutation goes alone): base64 grows
+        /// them by a third, and the hub refuses a body over 8 MiB whole, every mutation in it.
+        public var maximumPushBytes: Int = 4 << 20
+        /// The largest payload a put may carry: the hub's limit for a record (HUB-API, 1 MiB by
+        /// default). A larger one is refused at once: sent, it would fail its whole push.
+        public var maximumPayloadBytes: Int = 1 << 20
         /// The clock that stamps `modifiedAt` and times retries.
         public var clock: any WallClock = SystemWallClock()
         /// This instance's name in the queue's claims; random by default.
