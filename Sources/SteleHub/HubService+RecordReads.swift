@@ -8,6 +8,8 @@ extension HubService {
     /// The account's epoch: an opaque string that changes when the hub's history
     /// is rewound (a restore, an import); a cursor is the pair (epoch, history id).
     func epoch(_ sql: any HubSQL) throws -> String {
+        // Read first: the hub writes it when it starts, so a request (a push among them) pays one read.
+        if let epoch = try sql.query("SELECT value FROM hub_meta WHERE name = 'epoch'", []).first?[column: 0].string { return epoch }
         try sql.execute("INSERT INTO hub_meta (name, value) VALUES ('epoch', $1) ON CONFLICT (name) DO NOTHING", [.text(Self.secret(bytes: 8))])
         return try sql.query("SELECT value FROM hub_meta WHERE name = 'epoch'", []).first?[column: 0].string ?? ""
     }
