@@ -10,7 +10,7 @@ import Synchronization
 /// thread at a time: the pool's mutex hands each idle connection to exactly one
 /// borrower, which alone touches it until it gives it back, and a connection
 /// given to a background thread is not kept by the giver.
-struct PostgresLease: @unchecked Sendable {
+struct PostgresLease: @unchecked Sendable {  // safe: one thread holds a lease at a time (the pool's mutex hands it out; above)
     let connection: PostgresConnection
 }
 

@@ -14,7 +14,7 @@ import Musl
 /// and freed only in `deinit`; the daemon's lifecycle calls (quiesce, stop) go
 /// through `state`, a Mutex, so each runs once; libmicrohttpd's own API is
 /// thread-safe for the calls made from other threads (resume).
-final class MHDDaemon: @unchecked Sendable {
+final class MHDDaemon: @unchecked Sendable {  // safe: written once in init, freed in deinit, lifecycle through the `state` Mutex (above)
     private struct State {
         var listenSocket: Int32 = -1
         var quiesced = false

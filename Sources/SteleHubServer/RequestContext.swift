@@ -9,7 +9,7 @@ import Synchronization
 /// thread, and its callbacks never run concurrently); the `let` fields are
 /// immutable; `handoff`, the one field other threads write, is a Mutex. A parked
 /// request is shared with the poll queue only to resume it.
-final class RequestContext: @unchecked Sendable {
+final class RequestContext: @unchecked Sendable {  // safe: its connection's one worker thread owns the vars; `handoff` is a Mutex (above)
     /// Where the request is in its life.
     enum Phase {
         /// Waiting for the first access-handler call (headers in).

@@ -31,7 +31,7 @@ public enum ChildProcess {
     }
 
     /// A process left running: its output is collected as it comes.
-    public final class Background: @unchecked Sendable {
+    public final class Background: @unchecked Sendable {  // safe: `process` is only read after run(); the logs are Mutex-guarded
         // @unchecked Sendable: `process` is set up before `run()` and afterwards only
         // read (its own methods are thread-safe); the output logs are Mutex-guarded.
         public let process = Process()

@@ -101,7 +101,7 @@ enum KeyAgreement {
 // @unchecked Sendable is safe: the keyed context is never changed after `init`;
 // each message is authenticated on a duplicate of it (EVP_MAC_CTX_dup), and
 // duplicating only reads it, which libcrypto allows from several threads at once.
-final class HMACKey: @unchecked Sendable {
+final class HMACKey: @unchecked Sendable {  // safe: the keyed context is never changed after init; each use duplicates it (above)
     private let context: OpaquePointer
 
     /// - Throws: ``CryptoError`` when libcrypto cannot provide HMAC-SHA256.
