@@ -14,6 +14,41 @@ extension HubService {
         return try sql.query("SELECT value FROM hub_meta WHERE name = 'epoch'", []).first?[column: 0].string ?? ""
     }
 
+    /// Starts a new epoch of the history, after the hub's database was put back
+    /// from a backup (or otherwise rewound): every cursor of an earlier epoch is
+    /// then refused with `409 history_rewound`, and its client replays and pushes
+    /// again what the hub lacks. The new epoch notes the one it follows and each
+    /// account's history id at the fork. Run by `stele-hub restored` and the simulator's restore.
+    /// - Parameter name: the new epoch; random by default (the simulator names its own, to replay bit for bit).
+    /// - Returns: the epoch before and the new one.
+    public static func startNewEpoch(now: Int64, name: String? = nil, _ sql: any HubSQL) throws -> (previous: String, current: String) {
+        let previous = try sql.query("SELECT value FROM hub_meta WHERE name = 'epoch'", []).first?[column: 0].string ?? ""
+        let current = name ?? secret(bytes: 8)
+        try sql.execute("INSERT INTO hub_meta (name, value) VALUES ('epoch', $1) ON CONFLICT (name) DO UPDATE SET value = excluded.value", [.text(current)])
+        try sql.execute("INSERT INTO history_epochs (epoch, parent, created_ms) VALUES ($1, $2, $3)", [.text(current), .text(previous), .integer(now)])
+        try sql.execute("INSERT INTO history_forks (epoch, account, history) SELECT $1, id, history FROM accounts", [.text(current)])
+        return (previous, current)
+    }
+
+    /// How much of epoch `older`'s history the current epoch `current` still holds
+    /// for `account`: the lowest fork on the lineage from `current` back to `older`;
+    /// 0 when `older` is not on it (nothing of it can be vouched for).
+    func commonHistory(_ account: AccountID, from older: String, to current: String, _ sql: any HubSQL) throws -> Int64 {
+        var epoch = current
+        var common = Int64.max
+        var steps = 0
+        while epoch != older {
+            steps += 1
+            guard steps <= 10_000, let parent = try sql.query("SELECT parent FROM history_epochs WHERE epoch = $1", [.text(epoch)]).first?[column: 0].string else {
+                return 0
+            }
+            let fork = try sql.query("SELECT history FROM history_forks WHERE epoch = $1 AND account = $2", [.text(epoch), .text(account.hex)]).first?[column: 0].int64 ?? 0
+            common = min(common, fork)
+            epoch = parent
+        }
+        return common == .max ? 0 : common
+    }
+
     // MARK: - The change feed
 
     /// `GET /v1/accounts/{a}/records/changes?since=H&epoch=E&limit=N&wait=S`.
@@ -94,12 +129,15 @@ extension HubService {
         let epoch = try epoch(sql)
         let history = try historyID(account, sql)
         if let requested, requested != epoch {
-            throw HubRefusal(409, "history_rewound", "the cursor is of epoch \(requested.prefix(40)), the hub's history is epoch \(epoch) at \(history): replay, then push again what the hub lacks",
-                body: ["epoch": epoch, "historyId": history])
+            let common = try commonHistory(account, from: requested, to: epoch, sql)
+            throw HubRefusal(
+                409, "history_rewound",
+                "the cursor is of epoch \(requested.prefix(40)), the hub's history is epoch \(epoch) at \(history) and holds the cursor's epoch up to \(common): replay, then push again what the hub lacks",
+                body: ["epoch": epoch, "historyId": history, "commonHistoryId": common])
         }
         if since > history {
             throw HubRefusal(409, "history_rewound", "the cursor \(since) is beyond the hub's history id \(history) (epoch \(epoch)): the hub lost changes; replay, then push again what it lacks",
-                body: ["epoch": epoch, "historyId": history])
+                body: ["epoch": epoch, "historyId": history, "commonHistoryId": history])
         }
         let rows = try sql.query(
             "SELECT kind, id, payload, modified_ms, grp, seq FROM records WHERE account = $1 AND seq > $2 ORDER BY seq LIMIT $3",
@@ -265,7 +303,23 @@ extension HubService {
                 if try sql.query("SELECT append_only FROM record_kinds WHERE account = $1 AND kind = $2", [.text(account.hex), .text(kind)]).first?[column: 0].int64 == 1 {
                     throw HubRefusal(409, "append_only", "records of kind \(kind) are append-only: a tombstone never beats a live copy (seed 002)")
                 }
-                guard let existing = try record(account, kind: kind, id: id, sql), !existing.isTombstone else { throw missing }
+                let found = try record(account, kind: kind, id: id, sql)
+                guard let existing = found, !existing.isTombstone else {
+                    // 404 all the same; but the deletion is kept, as a push keeps it: an absent record
+                    // gets a tombstone of this time, an older tombstone takes it, so a put older than
+                    // this delete cannot bring the record back.
+                    guard found == nil || modifiedAt > found?.modifiedAt ?? .max else { throw missing }
+                    let seq = try historyID(account, sql) + 1
+                    if found == nil {
+                        try sql.execute(
+                            "INSERT INTO records (account, kind, id, payload, modified_ms, grp, seq) VALUES ($1, $2, $3, NULL, $4, NULL, $5)",
+                            [.text(account.hex), .text(kind), .text(id), .integer(modifiedAt), .integer(seq)])
+                    } else {
+                        try tombstone(account, kind: kind, id: id, modifiedAt: modifiedAt, seq: seq, sql)
+                    }
+                    try sql.execute("UPDATE accounts SET history = $2 WHERE id = $1", [.text(account.hex), .integer(seq)])
+                    return (Self.answer(for: missing), true)
+                }
                 if existing.modifiedAt > modifiedAt {
                     throw HubRefusal(409, "stale", "a newer version of \(kind)/\(id.prefix(80)) won (modifiedAt \(existing.modifiedAt)); read it and decide again", body: ["record": existing.json])
                 }

@@ -232,9 +232,19 @@ extension HubService {
                 history += 1
                 batch.change(key, to: PushBatch.Version(payload: nil, modifiedAt: mutation.modifiedAt, group: nil, seq: history))
                 batch.members[key] = []
-                return answer("not_found")
+                return answer("not_found", seq: history)
             }
-            guard existing.payload != nil else { return answer("not_found") }
+            guard existing.payload != nil else {
+                // Already a tombstone: not found all the same, but a later deletion moves the
+                // tombstone's time forward, so that a put older than this delete (and newer than
+                // the first) still loses to it, as last writer wins says. Without this a delete
+                // that met a tombstone (two clients deleting, or one pushing again after a
+                // restore) was forgotten, and such a put brought the record back.
+                guard mutation.modifiedAt > existing.modifiedAt else { return answer("not_found") }
+                history += 1
+                batch.change(key, to: PushBatch.Version(payload: nil, modifiedAt: mutation.modifiedAt, group: existing.group, seq: history))
+                return answer("not_found", seq: history)
+            }
             if existing.modifiedAt > mutation.modifiedAt { return answer("stale", reason: "a newer version won") }
             history += 1
             // A tombstone: no payload, no members; its group stays.

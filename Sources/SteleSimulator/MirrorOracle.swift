@@ -58,6 +58,22 @@ public final class MirrorOracle {
     }
     /// The hub's epochs so far (a restore starts a new one).
     var epoch = 0
+    /// The history id each epoch started from (the restored copy's): an answer
+    /// `applied` with a position at or below it is the restored copy remembering
+    /// the mutation id (the first application, observed in an earlier epoch), not a new one.
+    var forks: [Int: Int64] = [:]
+    /// Records a restore took back to a tombstone or to nothing, with the order of the
+    /// hub's answers at the time: the restored history holds no member of them, so a
+    /// member change applied before can only come back with the record's own re-push
+    /// from a client that saw it; a client that never saw it (the one whose change
+    /// was in flight included) is answered `not_found` and drops it, as for any deleted record.
+    private var deadAfterRestore: [String: [Int]] = [:]
+
+    /// Notes what a restore left: `live` holds "kind id" of the records the restored copy has live.
+    func noteRestore(live: Set<String>) {
+        let touched = Set(applied.filter { $0.set != nil }.map { "\($0.kind) \($0.id)" })
+        for record in touched.subtracting(live) { deadAfterRestore[record, default: []].append(applied.count) }
+    }
     /// Seqs answered per (epoch, mutation id): more than one is a mutation applied twice.
     private var seqs: [String: Set<Int64>] = [:]
 
@@ -116,6 +132,7 @@ public final class MirrorOracle {
                 }
                 continue
             }
+            if let fork = forks[epoch], seq <= fork { continue }
             let key = "\(epoch) \(result.mutation)"
             // The same answer again (a push sent again after its answer was lost) is the first application, not a new one.
             guard seqs[key, default: []].insert(seq).inserted else { continue }
@@ -210,6 +227,7 @@ public final class MirrorOracle {
             let record = "\(mutation.kind) \(mutation.id)"
             // A delete after it cleared the sets; a record no longer live holds nothing; a later write a user asked for supersedes it.
             if let delete = lastDelete[record], delete.order > mutation.order { continue }
+            if deadAfterRestore[record]?.contains(where: { $0 > mutation.order }) == true { continue }
             if intendedAfter(Target(kind: mutation.kind, id: mutation.id, set: mutation.set, member: mutation.member), mutation.order) { continue }
             guard let final = records[record], final.payload != nil else { continue }
             let holds = members.contains([mutation.kind, mutation.id, mutation.set ?? "", mutation.member ?? ""])

@@ -103,6 +103,7 @@ public final class SimulatedHub {
                 switch fault {
                 case .timeout:
                     let response = authenticatedCall(request)
+                    traceExchange(request, from: client, response, lost: true)
                     oracle.observe(push: request.body, status: response.status, answer: response.body)
                     return .lost("the hub applied the push; its answer never arrived")
                 case .internalError, .unavailable, .notFound:
@@ -112,10 +113,20 @@ public final class SimulatedHub {
             }
         }
         let response = authenticatedCall(request)
+        traceExchange(request, from: client, response, lost: false)
         if case .push = request.purpose { oracle.observe(push: request.body, status: response.status, answer: response.body) }
         var headers: [String: String] = [:]
         for (name, value) in response.headers { headers[name.lowercased()] = value }
         return .answer(HubAnswer(status: response.status, headers: headers, body: response.body))
+    }
+
+    /// `stele scenario --trace`: each request a client made and the hub's answer, bodies cut at 100,000 bytes.
+    private func traceExchange(_ request: MirrorRequest, from client: String, _ response: HubResponse, lost: Bool) {
+        guard let trace = simulation.trace else { return }
+        let body = String(decoding: request.body.prefix(100_000), as: UTF8.self)
+        let answer = String(decoding: response.body.prefix(100_000), as: UTF8.self)
+        trace(
+            String(format: "%10.3f s  %@  %@", Double(simulation.now) / 1_000, client, "\(request.method) \(request.path) \(body) -> \(response.status)\(lost ? " (lost)" : "") \(answer)"))
     }
 
     /// A request with the session token; a new session once when the hub forgot it (a restore).
@@ -150,19 +161,26 @@ public final class SimulatedHub {
         case .up:
             isDown = false
         case .backup(let label):
+            simulation.trace?(String(format: "%10.3f s  hub  backup as %@", Double(simulation.now) / 1_000, label))
             lastBackup = label
             storage.close()
             try Self.copyDatabase(from: hubPath, to: folder + "/backups/\(label).sqlite")
             try reopen()
         case .restore(let label):
+            simulation.trace?(String(format: "%10.3f s  hub  restore from %@", Double(simulation.now) / 1_000, label))
             storage.close()
             try Self.copyDatabase(from: folder + "/backups/\(label).sqlite", to: hubPath)
             try reopen()
             oracle.epoch += 1
-            // The operator's restore gives the history a new epoch, so every cursor of the old one is refused and replays.
-            _ = try storage.transaction { sql in
-                try sql.execute("UPDATE hub_meta SET value = $1 WHERE name = 'epoch'", [.text("restored-\(label)-\(simulation.now)")])
+            // The operator's restore gives the history a new epoch (`stele-hub restored`), so every cursor of the old one is refused and replays.
+            let fork = try storage.transaction { sql in
+                _ = try HubService.startNewEpoch(now: SimulatedHub.epochStart + simulation.now, name: "restored-\(label)-\(simulation.now)", sql)
+                let rows = try sql.query("SELECT history FROM accounts WHERE id = $1", [.text(account.hex)])
+                if case .integer(let history)? = rows.first?.first { return history }
+                return 0
             }
+            oracle.forks[oracle.epoch] = fork
+            oracle.noteRestore(live: Set(try allRecords().filter { $0.value.payload != nil }.keys))
         default:
             guard let name = statement.client, let client = client(name) else { throw SimulationInputError(message: "no such client") }
             try client.apply(statement)

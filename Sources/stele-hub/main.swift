@@ -15,6 +15,8 @@ let usage = """
                                           [--max-body-bytes N] [--max-frame-bytes N] [--max-mailbox-bytes N]
                                           [--session-seconds N] [--join-request-seconds N]
       invite  print a one-time invite code: stele-hub invite [--data DIR | --postgres URL]
+      restored  after putting the hub's database back from a backup: stele-hub restored [--data DIR | --postgres URL]
+              (a new epoch of the record history; mirror and ledger clients replay and push again what the backup lacks)
       bench   the hub's figures: stele-hub bench [--json] [--quick] [--postgres URL] [--only PREFIX]
     """
 
@@ -144,6 +146,26 @@ func invite(_ arguments: ArraySlice<String>) throws {
     print(try HubService(storage: storage).createInvite())
 }
 
+/// `restored`: the operator put the database back from a backup. The record
+/// history gets a new epoch, so every client's cursor of the old one is answered
+/// `409 history_rewound` with how much of it the hub still holds, and the client
+/// replays and pushes again what it saw past that (HUB-API "Records").
+func restored(_ arguments: ArraySlice<String>) throws {
+    let options = try Options(arguments, options: ["--data", "--postgres"], flags: [])
+    if options.values["--postgres"] == nil {
+        let file = "\(options.values["--data"] ?? "./stele-hub-data")/hub.sqlite"
+        guard FileManager.default.fileExists(atPath: file) else {
+            throw HubStorageError(.unavailable, "there is no hub database at \(file): name the restored one with --data DIR (or --postgres URL)")
+        }
+    }
+    let storage = try openStorage(options)
+    defer { storage.close() }
+    let now = Int64(Date().timeIntervalSince1970 * 1000)
+    let epochs = try storage.transaction { sql in try HubService.startNewEpoch(now: now, sql) }
+    print("record history: epoch \(epochs.previous.isEmpty ? "(none)" : epochs.previous) -> \(epochs.current)")
+    print("clients replay and push again what the restored copy lacks, on their next pull")
+}
+
 func run() -> Int32 {
     let arguments = CommandLine.arguments.dropFirst()
     // First, before any thread starts: `serve` takes SIGINT and SIGTERM itself.
@@ -161,10 +183,11 @@ func run() -> Int32 {
         switch command {
         case "serve": try serve(rest)
         case "invite": try invite(rest)
+        case "restored": try restored(rest)
         case "bench": try HubBenchCommand.run(rest)
         case "_open-polls": return OpenPolls.run(rest)
         default:
-            printError("stele-hub: unknown command '\(command)'\(Spelling.hint(command, in: ["serve", "invite", "bench"]))")
+            printError("stele-hub: unknown command '\(command)'\(Spelling.hint(command, in: ["serve", "invite", "restored", "bench"]))")
             printError(usage)
             return 2
         }

@@ -175,6 +175,97 @@ import TestSupport
         #expect(hub.signal(SIGTERM) == 0)
     }
 
+    /// Copies the hub's SQLite files (the database and its write-ahead log) from one folder to another.
+    static func copyHubFiles(from source: String, to target: String) throws {
+        let manager = FileManager.default
+        try manager.createDirectory(atPath: target, withIntermediateDirectories: true)
+        for suffix in ["", "-wal", "-shm"] {
+            let to = "\(target)/hub.sqlite\(suffix)"
+            if manager.fileExists(atPath: to) { try manager.removeItem(atPath: to) }
+            if manager.fileExists(atPath: "\(source)/hub.sqlite\(suffix)") { try manager.copyItem(atPath: "\(source)/hub.sqlite\(suffix)", toPath: to) }
+        }
+    }
+
+    /// Two mirror clients against a real `stele-hub` process that is killed with
+    /// SIGKILL twice, the second time to put its database back from a copy taken
+    /// after the first kill (the operator's restore, then `stele-hub restored`).
+    /// Nothing acknowledged is lost to a kill; what the restore lost, the clients
+    /// push again; the delete made after the backup stays deleted; both clients
+    /// and a third that downloads from nothing read what the hub holds.
+    @Test func mirrorClientsThroughKillsAndARestoreOfTheHubProcess() throws {
+        let folder = try TemporaryDirectory("stele-hub-mirror")
+        let data = folder.file("data")
+        var hub = try HubProcess(["--data", data])
+        let founder = Fixtures.identity(1)
+        let (account, _) = try Self.found(hub, data: data, founder: founder)
+        var configuration = MirrorStore.Configuration()
+        configuration.initialBackoffMilliseconds = 20
+        let phone = try MirrorStore(path: folder.file("phone.mirror"), configuration: configuration)
+        let laptop = try MirrorStore(path: folder.file("laptop.mirror"), configuration: configuration)
+        @discardableResult func sync(_ store: MirrorStore) throws -> MirrorDriver.Report {
+            let client = HubClient(hub: hub.url, account: account, identity: founder)
+            return try MirrorDriver(sync: MirrorSync(store: store), transport: HubMirrorTransport(client: client)).syncUntilQuiet()
+        }
+
+        try phone.put(kind: "mail", id: "m1", payload: Array("hello".utf8), group: "t1")
+        try phone.add(kind: "mail", id: "m1", set: "labels", member: "INBOX")
+        try phone.put(kind: "mail", id: "m2", payload: Array("doomed".utf8), group: "t1")
+        #expect(try sync(phone).unreachable == false)
+        #expect(try phone.queue().isEmpty)
+
+        // Killed: what it acknowledged is on disk. The copy taken now is the backup.
+        #expect(hub.signal(SIGKILL) == SIGKILL)
+        try Self.copyHubFiles(from: data, to: folder.file("backup"))
+        #expect(try sync(laptop).unreachable, "a hub that is not running costs nothing")
+        #expect(try laptop.queue().isEmpty)
+        hub = try HubProcess(["--data", data])
+        try sync(laptop)
+        #expect(try laptop.value(kind: "mail", id: "m1") == Array("hello".utf8))
+        #expect(try laptop.holds(kind: "mail", id: "m1", set: "labels", member: "INBOX"))
+
+        // After the backup: a delete, a label, a record; the laptop sees them all.
+        try phone.delete(kind: "mail", id: "m2")
+        try phone.add(kind: "mail", id: "m1", set: "labels", member: "STARRED")
+        try phone.put(kind: "mail", id: "m3", payload: Array("later".utf8))
+        try sync(phone)
+        try sync(laptop)
+        #expect(try laptop.value(kind: "mail", id: "m2") == nil)
+        #expect(try laptop.holds(kind: "mail", id: "m1", set: "labels", member: "STARRED"))
+
+        // The restore: killed, its files put back from the backup, told so, started again.
+        #expect(hub.signal(SIGKILL) == SIGKILL)
+        try Self.copyHubFiles(from: folder.file("backup"), to: data)
+        let restored = try Self.run(["restored", "--data", data])
+        #expect(restored.status == 0, "\(restored.error)")
+        #expect(restored.output.contains("record history: epoch "))
+        hub = try HubProcess(["--data", data])
+        let fresh = HubClient(hub: hub.url, account: account, identity: founder)
+        #expect(try fresh.send("GET", "\(fresh.accountPath)/records/mail/m2").status == 200, "the restored copy has the deleted record back")
+
+        // Writes made after the restore carry the history past both clients' cursors: only
+        // the new epoch tells them that the history they saw is not this one.
+        let tablet = try MirrorStore(path: folder.file("tablet.mirror"), configuration: configuration)
+        for index in 0..<5 { try tablet.put(kind: "note", id: "n\(index)", payload: Array("note".utf8)) }
+        try sync(tablet)
+        // Then everyone syncs: the laptop first, with a write of its own.
+        try laptop.put(kind: "mail", id: "m4", payload: Array("after the restore".utf8))
+        try sync(laptop)
+        try sync(phone)
+        try sync(laptop)
+        #expect(try fresh.send("GET", "\(fresh.accountPath)/records/mail/m2").status == 404, "the delete the restore lost is pushed again")
+        let m1 = try JSONSerialization.jsonObject(with: Data(try fresh.send("GET", "\(fresh.accountPath)/records/mail/m1").body)) as? [String: Any]
+        #expect(Set((m1?["sets"] as? [String: [String]])?["labels"] ?? []) == ["INBOX", "STARRED"])
+        let newcomer = try MirrorStore(path: folder.file("newcomer.mirror"), configuration: configuration)
+        try sync(newcomer)
+        for store in [phone, laptop, newcomer] {
+            #expect(try store.records(kind: "mail").map(\.id) == ["m1", "m3", "m4"])
+            #expect(try store.records(kind: "note").count == 5)
+            #expect(try store.holds(kind: "mail", id: "m1", set: "labels", member: "STARRED"))
+            #expect(try store.queue().isEmpty)
+        }
+        #expect(hub.signal(SIGTERM) == 0)
+    }
+
     @Test func aRevocationEndsAPollParkedOverHTTP() throws {
         let data = try TemporaryDirectory("stele-hub")
         let hub = try HubProcess(["--data", data.path])
@@ -234,5 +325,11 @@ import TestSupport
         #expect(try Self.run([]).status == 2)
         let both = try Self.run(["invite", "--data", "/tmp/x", "--postgres", "postgresql://nowhere"])
         #expect(both.status == 2)
+        #expect(try Self.run(["restored", "--dat", "x"]).status == 2)
+        let folder = try TemporaryDirectory("stele-hub-restored")
+        let nothing = try Self.run(["restored", "--data", folder.file("none")])
+        #expect(nothing.status == 1)
+        #expect(nothing.error.contains("there is no hub database at"))
+        #expect(!FileManager.default.fileExists(atPath: folder.file("none")), "nothing is created where no hub was")
     }
 }

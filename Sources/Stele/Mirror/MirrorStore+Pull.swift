@@ -200,20 +200,24 @@ extension MirrorStore {
     /// Starts a replay after the hub said the cursor's history is gone (`409
     /// history_rewound`): the pull will page through every record's latest
     /// version, then continue from the hub's `historyID` in `epoch`.
-    func beginReplay(epoch: String, historyID: Int64) throws {
+    /// `common` is how much of the cursor's history the hub still holds (`commonHistoryId`):
+    /// what this client saw past it is what the hub may have lost.
+    func beginReplay(epoch: String, historyID: Int64, common: Int64) throws {
         try connection.transaction {
             try setMeta("replay_epoch", .text(epoch))
             try setMeta("replay_history", .integer(historyID))
+            try setMeta("replay_common", .integer(common))
             try setMeta("replay_after", .text(""))
             try connection.execute("CREATE TABLE IF NOT EXISTS mirror_replay_seen (kind TEXT NOT NULL, id TEXT NOT NULL, PRIMARY KEY (kind, id)) WITHOUT ROWID")
             try connection.execute("DELETE FROM mirror_replay_seen")
         }
     }
 
-    /// The replay under way: its target and the token to continue after; `nil` when none is.
-    func replayState() throws -> (epoch: String, historyID: Int64, after: String)? {
+    /// The replay under way: its target, the history the hub kept of the cursor's, and
+    /// the token to continue after; `nil` when none is.
+    func replayState() throws -> (epoch: String, historyID: Int64, common: Int64, after: String)? {
         guard let epoch = try meta("replay_epoch").asText, let history = try meta("replay_history").asInteger else { return nil }
-        return (epoch, history, try meta("replay_after").asText ?? "")
+        return (epoch, history, try meta("replay_common").asInteger ?? 0, try meta("replay_after").asText ?? "")
     }
 
     /// Applies one replay page. Before a record's canonical copy is replaced,
@@ -229,7 +233,7 @@ extension MirrorStore {
             var applied = Applied()
             for record in records {
                 try connection.execute("INSERT INTO mirror_replay_seen (kind, id) VALUES (?, ?) ON CONFLICT DO NOTHING", [.text(record.kind), .text(record.id)])
-                try requeueLost(against: record, targetHistory: target.historyID)
+                try requeueLost(against: record, common: target.common)
                 try writeCanonical(record)
                 applied.changed += 1
             }
@@ -240,7 +244,7 @@ extension MirrorStore {
                 "SELECT kind, id FROM mirror_records r WHERE NOT EXISTS (SELECT 1 FROM mirror_replay_seen s WHERE s.kind = r.kind AND s.id = r.id)"
             ) { ($0.text(0), $0.text(1)) }
             for (kind, id) in gone {
-                try requeueLost(against: nil, kind: kind, id: id, targetHistory: target.historyID)
+                try requeueLost(against: nil, kind: kind, id: id, common: target.common)
                 try connection.execute("DELETE FROM mirror_members WHERE kind = ? AND id = ?", [.text(kind), .text(id)])
                 try connection.execute("DELETE FROM mirror_records WHERE kind = ? AND id = ?", [.text(kind), .text(id)])
             }
@@ -248,21 +252,21 @@ extension MirrorStore {
             try sendAgain("state = 'in_flight'", [])
             try setMeta("cursor", .integer(target.historyID))
             try setMeta("epoch", .text(target.epoch))
-            for name in ["replay_epoch", "replay_history", "replay_after"] { try connection.execute("DELETE FROM mirror_meta WHERE name = ?", [.text(name)]) }
+            for name in ["replay_epoch", "replay_history", "replay_common", "replay_after"] { try connection.execute("DELETE FROM mirror_meta WHERE name = ?", [.text(name)]) }
             try connection.execute("DELETE FROM mirror_replay_seen")
             try recomputeAllRollups()
             return applied
         }
     }
 
-    private func requeueLost(against record: PulledRecord, targetHistory: Int64) throws {
-        try requeueLost(against: record, kind: record.kind, id: record.id, targetHistory: targetHistory)
+    private func requeueLost(against record: PulledRecord, common: Int64) throws {
+        try requeueLost(against: record, kind: record.kind, id: record.id, common: common)
     }
 
     /// Queues again what this client's canonical copy of a record holds and the
     /// hub's (`record`, or `nil` when the hub has none) lacks, unless local intent
     /// for it is already queued.
-    private func requeueLost(against record: PulledRecord?, kind: String, id: String, targetHistory: Int64) throws {
+    private func requeueLost(against record: PulledRecord?, kind: String, id: String, common: Int64) throws {
         guard
             let mine = try connection.queryFirst(
                 "SELECT payload, modified_at, grp, seq FROM mirror_records WHERE kind = ? AND id = ?", [.text(kind), .text(id)],
@@ -273,8 +277,15 @@ extension MirrorStore {
         if !queuedPayload {
             let newer: Bool
             if let record {
-                // Last writer wins as the hub decides it: later time, or the tombstone at the same time.
-                newer = mine.modifiedAt > record.modifiedAt || (mine.modifiedAt == record.modifiedAt && mine.payload == nil && record.payload != nil)
+                // Last writer wins as the hub decides it: the later time; at the same time the
+                // tombstone, and between two live versions the larger payload.
+                if mine.modifiedAt != record.modifiedAt {
+                    newer = mine.modifiedAt > record.modifiedAt
+                } else if let ours = mine.payload, let theirs = record.payload {
+                    newer = theirs.lexicographicallyPrecedes(ours)
+                } else {
+                    newer = mine.payload == nil && record.payload != nil
+                }
             } else {
                 // The hub has no trace of the record: a live copy goes back, and so does a
                 // tombstone (the hub keeps it, so an older copy another client re-pushes loses to it).
@@ -290,13 +301,16 @@ extension MirrorStore {
                      mine.group.map(SQLValue.text) ?? .null, .integer(mine.modifiedAt), .integer(ordinal)])
             }
         }
-        // Member changes the restored hub lost: this copy saw a change past the hub's history, and the hub's copy did not change since.
-        guard mine.payload != nil, mine.seq > targetHistory, (record?.seq ?? 0) <= targetHistory else { return }
-        let mineSets = try connection.query("SELECT set_name, member FROM mirror_members WHERE kind = ? AND id = ?", [.text(kind), .text(id)]) {
-            [$0.text(0), $0.text(1)]
-        }
+        // Member changes the restored hub lost. This copy is the hub's record as of a
+        // position past what the hub still holds of that history (`common`): some change
+        // of it is lost, and which members it touched is unknown (the feed carries only a
+        // record's latest version, so a member may have come and gone and come back
+        // between two versions this copy saw). Every member this copy holds unlike the
+        // hub's goes back. A copy at or below `common` is what the hub held there, so a
+        // difference is a change the hub took since, and it stands.
+        guard mine.payload != nil, mine.seq > common else { return }
+        let ours = Set(try connection.query("SELECT set_name, member FROM mirror_members WHERE kind = ? AND id = ?", [.text(kind), .text(id)]) { [$0.text(0), $0.text(1)] })
         let theirs = Set((record?.sets ?? [:]).flatMap { set, members in members.map { [set, $0] } })
-        let ours = Set(mineSets)
         for pair in ours.subtracting(theirs) { try requeueMember(kind: kind, id: id, op: "add", set: pair[0], member: pair[1]) }
         for pair in theirs.subtracting(ours) { try requeueMember(kind: kind, id: id, op: "remove", set: pair[0], member: pair[1]) }
     }

@@ -109,7 +109,7 @@ public final class MirrorSync {
     /// lacks is queued again) and the cursor is left as it was.
     public func startReplay() throws {
         let cursor = try store.cursor()
-        try store.beginReplay(epoch: cursor.epoch ?? "", historyID: cursor.historyID)
+        try store.beginReplay(epoch: cursor.epoch ?? "", historyID: cursor.historyID, common: cursor.historyID)
     }
 
     // MARK: - Replies
@@ -171,7 +171,8 @@ public final class MirrorSync {
                 report("pull-malformed", message)
                 return .pullFailed(reason: message, reachable: true)
             }
-            try store.beginReplay(epoch: rewound.epoch, historyID: rewound.historyId)
+            // A hub that does not say how much of the cursor's history it kept vouches for none of it.
+            try store.beginReplay(epoch: rewound.epoch, historyID: rewound.historyId, common: min(rewound.commonHistoryId ?? 0, rewound.historyId))
             return .replayStarted
         case .answer(let answer):
             return .pullFailed(reason: "the hub answered the pull \(answer.status) \(answer.refusal?.code ?? "")", reachable: true)
@@ -192,7 +193,7 @@ public final class MirrorSync {
             return .replayed(records: applied.changed, more: page.more)
         case .answer(let answer) where answer.status == 400:
             // The token is not one this hub issued (it was restored again, or its secret changed): start the replay over.
-            if let state = try store.replayState() { try store.beginReplay(epoch: state.epoch, historyID: state.historyID) }
+            if let state = try store.replayState() { try store.beginReplay(epoch: state.epoch, historyID: state.historyID, common: state.common) }
             return .pullFailed(reason: "the hub refused the replay token; the replay starts over", reachable: true)
         case .answer(let answer):
             return .pullFailed(reason: "the hub answered the replay \(answer.status) \(answer.refusal?.code ?? "")", reachable: true)
@@ -263,6 +264,8 @@ public final class MirrorSync {
     private struct Rewound: Decodable {
         let epoch: String
         let historyId: Int64
+        /// How much of the cursor's history the hub still holds.
+        let commonHistoryId: Int64?
     }
 
     /// The records of a page, or `nil` when a payload is not base64.

@@ -58,6 +58,16 @@ public enum HubSchema {
             "CREATE TABLE mutations (account TEXT NOT NULL, mutation TEXT NOT NULL, result TEXT NOT NULL, created_ms BIGINT NOT NULL, PRIMARY KEY (account, mutation))",
             "CREATE INDEX mutations_by_age ON mutations (created_ms)",
         ]),
+        // The lineage of the history's epochs. An operator who restores the hub's
+        // database from a backup gives its history a new epoch (`stele-hub restored`),
+        // noting the epoch the backup was of and each account's history id in it: a
+        // client of an older epoch is told how much of what it saw the hub still has
+        // (`commonHistoryId` of a `409 history_rewound`), so it pushes again exactly
+        // what lies past it.
+        HubMigration(version: 4, name: "history epochs and where each forked", [
+            "CREATE TABLE history_epochs (epoch TEXT PRIMARY KEY, parent TEXT NOT NULL, created_ms BIGINT NOT NULL)",
+            "CREATE TABLE history_forks (epoch TEXT NOT NULL, account TEXT NOT NULL, history BIGINT NOT NULL, PRIMARY KEY (epoch, account))",
+        ]),
     ]
 
     /// The newest schema version this build knows.
