@@ -80,6 +80,9 @@ import TestSupport
             "INSERT INTO mirror_queue (mutation, kind, id, op, modified_at, ordinal) VALUES ('m3', 'note', 'd', 'add', 1, 99)",
             "INSERT INTO mirror_queue (mutation, kind, id, op, payload, modified_at, attempts, ordinal) VALUES ('m4', 'note', 'e', 'put', x'00', 1, -1, 99)",
             "INSERT INTO mirror_queue (mutation, kind, id, op, modified_at, state, ordinal) VALUES ('m5', 'note', 'f', 'delete', 1, 'in_flight', 99)",
+            // The triggers of schema version 3: only a delete keeps an overlaid put, with its time.
+            "INSERT INTO mirror_queue (mutation, kind, id, op, payload, modified_at, ordinal, overlaid_payload, overlaid_modified_at) VALUES ('m6', 'note', 'g', 'put', x'00', 1, 99, x'01', 1)",
+            "INSERT INTO mirror_queue (mutation, kind, id, op, modified_at, ordinal, overlaid_payload) VALUES ('m7', 'note', 'h', 'delete', 1, 99, x'01')",
         ]
         for sql in illegalInserts {
             #expect(throws: SQLiteError.self, "\(sql)") { try connection.execute(sql) }
@@ -90,12 +93,17 @@ import TestSupport
             "UPDATE mirror_queue SET state = 'in_flight'",
             "UPDATE mirror_queue SET payload = NULL",
             "UPDATE mirror_queue SET attempts = -3",
+            "UPDATE mirror_queue SET overlaid_payload = x'01', overlaid_modified_at = 1",
+            "UPDATE mirror_queue SET overlaid_modified_at = 1",
         ]
         for sql in illegalUpdates {
             #expect(throws: SQLiteError.self, "\(sql)") { try connection.execute(sql) }
         }
         #expect(try rig.store.queue().map(\.state) == [.pending])
         #expect(try rig.value("note", "a") == "x")
+        // The legal form passes the triggers.
+        try connection.execute(
+            "INSERT INTO mirror_queue (mutation, kind, id, op, modified_at, ordinal, overlaid_payload, overlaid_modified_at) VALUES ('m8', 'note', 'i', 'delete', 2, 99, x'01', 1)")
     }
 
     @Test func aFileOfAnotherProgramIsRefusedAndLeftAlone() throws {

@@ -141,5 +141,25 @@ enum MirrorSchema {
                 CREATE INDEX mirror_rollups_listing ON mirror_rollups (rule, present, latest DESC, grp);
                 """)
         },
+        Migration(version: 3, name: "the put a delete overlaid forward, kept for an append-only kind's refusal") { connection in
+            // A delete that overlays a put that may have reached the hub (003 "overlay forward")
+            // keeps that put here. If the hub refuses the delete (`append_only`: a tombstone
+            // never beats a live copy, 002), the put is what the user keeps, and the row
+            // turns back into it: the hub may have lost it (a restore), and nothing else
+            // holds it. A migration cannot add a CHECK to a table, so triggers guard both
+            // INSERT and UPDATE (003 "Crash safety": the guard must cover updates too).
+            try connection.executeScript(
+                """
+                ALTER TABLE mirror_queue ADD COLUMN overlaid_payload BLOB;
+                ALTER TABLE mirror_queue ADD COLUMN overlaid_modified_at INTEGER;
+                ALTER TABLE mirror_queue ADD COLUMN overlaid_group TEXT;
+                CREATE TRIGGER mirror_queue_overlaid_insert BEFORE INSERT ON mirror_queue
+                WHEN (NEW.overlaid_payload IS NOT NULL AND NEW.op <> 'delete') OR ((NEW.overlaid_payload IS NULL) <> (NEW.overlaid_modified_at IS NULL))
+                BEGIN SELECT RAISE(ABORT, 'mirror_queue: only a delete keeps an overlaid put, with its payload and time'); END;
+                CREATE TRIGGER mirror_queue_overlaid_update BEFORE UPDATE ON mirror_queue
+                WHEN (NEW.overlaid_payload IS NOT NULL AND NEW.op <> 'delete') OR ((NEW.overlaid_payload IS NULL) <> (NEW.overlaid_modified_at IS NULL))
+                BEGIN SELECT RAISE(ABORT, 'mirror_queue: only a delete keeps an overlaid put, with its payload and time'); END;
+                """)
+        },
     ])
 }

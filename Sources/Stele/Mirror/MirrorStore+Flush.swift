@@ -125,6 +125,27 @@ extension MirrorStore {
                     recorded.restamped += 1
                     continue
                 }
+                if answer.status == "refused", answer.reason == "append_only",
+                    let overlaid = try connection.queryFirst(
+                        "SELECT overlaid_payload, overlaid_modified_at, overlaid_group FROM mirror_queue WHERE qid = ? AND overlaid_payload IS NOT NULL", [.integer(qid)],
+                        { (payload: $0.blob(0), modifiedAt: $0.int64(1), group: $0.isNull(2) ? nil : $0.text(2)) })
+                {
+                    // The delete lost (a conflict event says so) and the put it overlaid is what
+                    // stands: it goes again, under a new id, as it was (the hub, restored from an
+                    // older copy, may lack it, and no one else holds it).
+                    try recordConflict(qid: qid, reason: "refused: append_only")
+                    recorded.conflicts += 1
+                    let (mutation, ordinal) = try newMutationID()
+                    try connection.execute(
+                        """
+                        UPDATE mirror_queue SET mutation = ?2, op = 'put', payload = ?3, modified_at = ?4, grp = ?5, ordinal = ?6,
+                            overlaid_payload = NULL, overlaid_modified_at = NULL, overlaid_group = NULL, state = 'pending', attempts = 0, claims = 1,
+                            claim_owner = NULL, claim_until = NULL, next_attempt_at = 0, last_error = NULL
+                        WHERE qid = ?1
+                        """, [.integer(qid), .text(mutation), .blob(overlaid.payload), .integer(overlaid.modifiedAt), overlaid.group.map(SQLValue.text) ?? .null, .integer(ordinal)])
+                    if let group = try self.group(kind: kind, id: id) { groups[kind, default: []].insert(group) }
+                    continue
+                }
                 let gate: Int64
                 switch answer.status {
                 case "applied": gate = answer.seq ?? historyID

@@ -241,11 +241,21 @@ extension MirrorStore {
     private func mayHaveBeenSent(_ row: QueueRow) -> Bool { row.state != "pending" || row.claims > 0 }
 
     /// A row takes a new intent under a new mutation id and waits to be sent (003: "overlay forward").
+    /// A put row's outcome that leaves it standing: applied, or not known (its answer was lost).
+    private static let mayStand = "(outcome IS NULL OR outcome = 'applied')"
+
+    /// A delete over a put that may stand keeps the put (`overlaid_*`, for an
+    /// append-only kind's refusal); a delete over a delete keeps what the first
+    /// kept; a put keeps nothing.
     private func overlayForward(_ qid: Int64, op: String, payload: [UInt8]?, group: String?, modifiedAt: Int64) throws {
         let (mutation, ordinal) = try newMutationID()
         try connection.execute(
             """
-            UPDATE mirror_queue SET mutation = ?2, op = ?3, payload = ?4, grp = ?5, modified_at = ?6, state = 'pending', attempts = 0, claims = 0,
+            UPDATE mirror_queue SET
+                overlaid_payload = CASE WHEN ?3 <> 'delete' THEN NULL WHEN op = 'put' AND \(Self.mayStand) THEN payload WHEN op = 'put' THEN NULL ELSE overlaid_payload END,
+                overlaid_modified_at = CASE WHEN ?3 <> 'delete' THEN NULL WHEN op = 'put' AND \(Self.mayStand) THEN modified_at WHEN op = 'put' THEN NULL ELSE overlaid_modified_at END,
+                overlaid_group = CASE WHEN ?3 <> 'delete' THEN NULL WHEN op = 'put' AND \(Self.mayStand) THEN grp WHEN op = 'put' THEN NULL ELSE overlaid_group END,
+                mutation = ?2, op = ?3, payload = ?4, grp = ?5, modified_at = ?6, state = 'pending', attempts = 0, claims = 0,
                 claim_owner = NULL, claim_until = NULL, next_attempt_at = 0, expected_history_id = NULL, expected_epoch = NULL, outcome = NULL, ordinal = ?7, last_error = NULL
             WHERE qid = ?1
             """, [.integer(qid), .text(mutation), .text(op), payload.map(SQLValue.blob) ?? .null, group.map(SQLValue.text) ?? .null, .integer(modifiedAt), .integer(ordinal)])
@@ -280,7 +290,13 @@ extension MirrorStore {
             } else {
                 let ordinal = try nextNumber()
                 try connection.execute(
-                    "UPDATE mirror_queue SET op = ?2, payload = ?3, grp = ?4, modified_at = ?5, ordinal = ?6 WHERE qid = ?1",
+                    """
+                    UPDATE mirror_queue SET op = ?2, payload = ?3, grp = ?4, modified_at = ?5, ordinal = ?6,
+                        overlaid_payload = CASE WHEN ?2 = 'delete' THEN overlaid_payload END,
+                        overlaid_modified_at = CASE WHEN ?2 = 'delete' THEN overlaid_modified_at END,
+                        overlaid_group = CASE WHEN ?2 = 'delete' THEN overlaid_group END
+                    WHERE qid = ?1
+                    """,
                     [.integer(row.qid), .text(op), payload.map(SQLValue.blob) ?? .null, newGroup.map(SQLValue.text) ?? .null, .integer(modifiedAt), .integer(ordinal)])
                 result = .replaced
             }
