@@ -7,7 +7,9 @@ import Stele
 enum PendingCommand {
     static let usage = "usage: stele pending STORE [--json]   (STORE: a mirror client's store)"
 
-    /// A failure that is not a usage error: one line, exit status 1.
+    /// A failure of the store once opened (a storage error): one line, exit status 1.
+    /// A path that names no mirror store is an input error, exit status 2, as for
+    /// every command that takes a store (`stele inspect`, `stele status`).
     struct Failure: Error, CustomStringConvertible {
         let description: String
     }
@@ -26,7 +28,10 @@ enum PendingCommand {
             queue = try store.queue()
             counts = try store.queueCounts()
         } catch let error as MirrorError {
-            throw Failure(description: error.message)
+            switch error.code {
+            case .notAMirrorStore, .newerFormat, .invalidArgument: throw InputError(message: error.message)
+            case .storage: throw Failure(description: error.message)
+            }
         }
         if parsed.has("--json") {
             let listing = Listing(
@@ -60,16 +65,16 @@ enum PendingCommand {
     static func refuseWhatOpeningWouldAdopt(_ path: String) throws {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-            throw Failure(description: "no mirror store at \(path): the file does not exist (name the file the app's MirrorStore opened)")
+            throw InputError(message: "no mirror store at \(path): the file does not exist (name the file the app's MirrorStore opened)")
         }
-        guard !isDirectory.boolValue else { throw Failure(description: "\(path) is a directory, not a mirror store") }
-        guard let handle = FileHandle(forReadingAtPath: path) else { throw Failure(description: "cannot read \(path)") }
+        guard !isDirectory.boolValue else { throw InputError(message: "\(path) is a directory, not a mirror store") }
+        guard let handle = FileHandle(forReadingAtPath: path) else { throw InputError(message: "cannot read \(path)") }
         defer { try? handle.close() }
         let header = [UInt8]((try? handle.read(upToCount: 100)) ?? Data())
-        guard !header.isEmpty else { throw Failure(description: "\(path) is empty, not a mirror store; choose another path") }
+        guard !header.isEmpty else { throw InputError(message: "\(path) is empty, not a mirror store; choose another path") }
         // An SQLite database names its program in the header's application_id (bytes 68-71); a mirror store's is never 0.
         if header.count == 100, header.starts(with: Array("SQLite format 3\0".utf8)), header[68..<72].allSatisfy({ $0 == 0 }) {
-            throw Failure(description: "\(path) is not a Stele mirror store; choose another path")
+            throw InputError(message: "\(path) is not a Stele mirror store; choose another path")
         }
     }
 

@@ -88,11 +88,11 @@ import TestSupport
         #expect((object["mutations"] as? [Any])?.isEmpty == true)
     }
 
-    @Test func aMissingStoreIsOneLineWithStatus1AndNoFileIsCreated() throws {
+    @Test func aMissingStoreIsOneLineWithStatus2AndNoFileIsCreated() throws {
         let directory = try TemporaryDirectory()
         let path = directory.file("nope.mirror")
         let run = try Self.stele("pending", path)
-        #expect(run.status == 1)
+        #expect(run.status == 2, "as stele inspect and stele status exit for a missing store")
         #expect(run.error.contains("no mirror store at \(path)"), "\(run.error)")
         #expect(run.error.split(separator: "\n").count == 1)
         #expect(!FileManager.default.fileExists(atPath: path))
@@ -120,7 +120,7 @@ import TestSupport
         for path in [replicaPath, textPath, emptyPath, otherDatabase] {
             let before = Self.significantBytes(path)
             let run = try Self.stele("pending", path)
-            #expect(run.status == 1, "\(path)")
+            #expect(run.status == 2, "\(path): a path that names no mirror store is an input error, as for stele inspect")
             #expect(run.error.hasPrefix("stele pending: "), "\(run.error)")
             #expect(run.error.contains("not") && run.error.contains(path), "\(run.error)")
             #expect(run.error.split(separator: "\n").count == 1)

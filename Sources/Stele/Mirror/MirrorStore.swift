@@ -60,6 +60,8 @@ public final class MirrorStore {
         let connection: Connection
         do {
             connection = try Connection(path: path, mode: .readWriteCreate, configuration: .standard)
+        } catch let error as SQLiteError where error.code.primary == .notADatabase {
+            throw MirrorError(.notAMirrorStore, "\(path) is not an SQLite database; choose another path")
         } catch let error as SQLiteError {
             throw MirrorError(.storage, "cannot open \(path): \(error.message)")
         }
