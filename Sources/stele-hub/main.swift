@@ -10,14 +10,14 @@ let usage = """
     usage: stele-hub COMMAND [OPTIONS]
 
     commands:
-      serve   run the hub: stele-hub serve [--data DIR | --postgres URL] [--listen HOST:PORT] [--open]
-                                          [--tls-cert FILE --tls-key FILE] [--threads N]
-                                          [--max-body-bytes N] [--max-frame-bytes N] [--max-mailbox-bytes N]
-                                          [--session-seconds N] [--join-request-seconds N]
-      invite  print a one-time invite code: stele-hub invite [--data DIR | --postgres URL]
-      restored  after putting the hub's database back from a backup: stele-hub restored [--data DIR | --postgres URL]
-              (a new epoch of the record history; mirror and ledger clients replay and push again what the backup lacks)
-      bench   the hub's figures: stele-hub bench [--json] [--quick] [--postgres URL] [--only PREFIX]
+      serve     run the hub: stele-hub serve [--data DIR | --postgres URL] [--listen HOST:PORT] [--open]
+                                            [--tls-cert FILE --tls-key FILE] [--threads N]
+                                            [--max-body-bytes N] [--max-frame-bytes N] [--max-mailbox-bytes N]
+                                            [--session-seconds N] [--join-request-seconds N]
+      invite    print a one-time invite code: stele-hub invite [--data DIR | --postgres URL]
+      restored  after the hub's database was put back from a backup: stele-hub restored [--data DIR | --postgres URL]
+                (the record history gets a new epoch: mirror clients replay and push again what the backup lacks)
+      bench     the hub's figures: stele-hub bench [--json] [--quick] [--postgres URL] [--only PREFIX]
     """
 
 /// A usage mistake: printed with the usage, exit status 2.
