@@ -396,6 +396,7 @@ public final class SimulatedClient {
             case .retry: try store.retryFailed()
             case .replay: _ = try driver.replay()
             case .wipe: try wipe()
+            case .reset: try store.resetSyncState()
             }
             if step == .flush || step == .sync { pendingCrash = nil }
         } catch is MirrorDriver.Crashed {

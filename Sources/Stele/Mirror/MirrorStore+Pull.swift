@@ -40,6 +40,20 @@ extension MirrorStore {
         return try connection.scalarInt("SELECT EXISTS (SELECT 1 FROM mirror_records)") == 0
     }
 
+    /// Forgets what the pull brought (the canonical records and their members) and
+    /// where it reached, keeping the queue of local intent and the epoch: the next
+    /// pull downloads every change of the hub's history once, and a restore of the
+    /// hub meanwhile is still noticed (SCENARIOS `C reset`). For a store whose
+    /// canonical tables are suspect; the reads show the queue over nothing until then.
+    public func resetSyncState() throws {
+        try connection.transaction {
+            try connection.execute("DELETE FROM mirror_members")
+            try connection.execute("DELETE FROM mirror_records")
+            try setMeta("cursor", .integer(0))
+            try recomputeAllRollups()
+        }
+    }
+
     /// Starts the download over: the cursor goes back to the beginning of the epoch.
     func forgetCursor() throws {
         try connection.transaction { try setMeta("cursor", .integer(0)) }

@@ -107,7 +107,7 @@ public enum HubStatement: Sendable, Equatable {
     }
 
     public enum ClientStep: String, Sendable, Equatable, CaseIterable {
-        case undo, flush, pull, sync, retry, replay, wipe
+        case undo, flush, pull, sync, retry, replay, wipe, reset
     }
 
     case start
