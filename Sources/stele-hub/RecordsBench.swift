@@ -59,20 +59,6 @@ enum RecordsBench {
         let mutations: [Mutation]
     }
 
-    /// A page of changes as a Swift client reads it.
-    struct Page: Decodable {
-        struct Change: Decodable {
-            let kind: String
-            let id: String
-            let payload: String?
-            let seq: Int64
-        }
-
-        let changes: [Change]
-        let next: Int64
-        let more: Bool
-    }
-
     /// Seconds to push `count` put mutations in pushes of 1,000, each encoded by
     /// the client as it goes.
     static func pushAll(_ count: Int, to rig: HubBenchCommand.Rig) throws -> Double {
@@ -91,18 +77,18 @@ enum RecordsBench {
         }
     }
 
-    /// Seconds to page every change, 1,000 at a time.
+    /// Seconds to page every change, 1,000 at a time, each page read into records
+    /// as Stele's mirror client reads it (`MirrorSync.changesPage`).
     static func pullAll(_ count: Int, from rig: HubBenchCommand.Rig) throws -> Double {
         let client = HubClient(hub: rig.base, account: rig.account, identity: rig.phone, timeoutSeconds: 120)
-        let decoder = JSONDecoder()
         var pulled = 0
         let seconds = try Stopwatch.time {
             var cursor: Int64 = 0
             while true {
                 let answer = try client.send("GET", "\(client.accountPath)/records/changes?since=\(cursor)&limit=1000")
                 guard answer.status == 200 else { throw HubBenchCommand.BenchError("a page was answered \(answer.status)") }
-                let page = try decoder.decode(Page.self, from: Data(answer.body))
-                pulled += page.changes.count
+                guard let page = MirrorSync.changesPage(answer.body) else { throw HubBenchCommand.BenchError("a page is not HUB-API's page") }
+                pulled += page.records.count
                 cursor = page.next
                 if !page.more { break }
             }

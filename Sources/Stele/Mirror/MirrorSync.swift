@@ -156,13 +156,13 @@ public final class MirrorSync {
         case .unreachable(let why), .lost(let why):
             return .pullFailed(reason: why, reachable: false)
         case .answer(let answer) where answer.status == 200:
-            guard let page = try? JSONDecoder().decode(ChangesPage.self, from: Data(answer.body)), let records = Self.records(page.changes) else {
+            guard let page = Self.changesPage(answer.body) else {
                 let message = "the hub's page of changes is not HUB-API's page"
                 report("pull-malformed", message)
                 return .pullFailed(reason: message, reachable: true)
             }
             reported.remove("pull-malformed")
-            let applied = try store.apply(page: records, next: page.next, epoch: page.epoch)
+            let applied = try store.apply(page: page.records, next: page.next, epoch: page.epoch)
             return .pulled(changed: applied.changed, retired: applied.retired, superseded: applied.superseded, more: page.more)
         case .answer(let answer) where answer.status == 409 || answer.status == 410:
             // The hub's history is not the one the cursor is in: replay, then go on from the hub's history id.
@@ -184,12 +184,12 @@ public final class MirrorSync {
         case .unreachable(let why), .lost(let why):
             return .pullFailed(reason: why, reachable: false)
         case .answer(let answer) where answer.status == 200:
-            guard let page = try? JSONDecoder().decode(ReplayPage.self, from: Data(answer.body)), let records = Self.records(page.records) else {
+            guard let page = Self.replayPage(answer.body) else {
                 let message = "the hub's replay page is not HUB-API's page"
                 report("replay-malformed", message)
                 return .pullFailed(reason: message, reachable: true)
             }
-            let applied = try store.apply(replay: records, next: page.next, more: page.more)
+            let applied = try store.apply(replay: page.records, next: page.next, more: page.more)
             return .replayed(records: applied.changed, more: page.more)
         case .answer(let answer) where answer.status == 400:
             // The token is not one this hub issued (it was restored again, or its secret changed): start the replay over.
@@ -266,6 +266,25 @@ public final class MirrorSync {
         let historyId: Int64
         /// How much of the cursor's history the hub still holds.
         let commonHistoryId: Int64?
+    }
+
+    /// A page of changes: read by ``MirrorPageScanner`` when it has the usual shape,
+    /// else by `JSONDecoder`; nil when it is not HUB-API's page.
+    package static func changesPage(_ body: [UInt8]) -> (records: [MirrorStore.PulledRecord], next: Int64, epoch: String, more: Bool)? {
+        if let page = MirrorPageScanner.page(body, listKey: "changes"), let next = page.nextNumber, let epoch = page.epoch, let more = page.more {
+            return (page.records, next, epoch, more)
+        }
+        guard let page = try? JSONDecoder().decode(ChangesPage.self, from: Data(body)), let records = records(page.changes) else { return nil }
+        return (records, page.next, page.epoch, page.more)
+    }
+
+    /// A replay page, read as ``changesPage(_:)`` reads a page of changes.
+    package static func replayPage(_ body: [UInt8]) -> (records: [MirrorStore.PulledRecord], next: String, more: Bool)? {
+        if let page = MirrorPageScanner.page(body, listKey: "records"), let next = page.nextToken, page.epoch == nil, let more = page.more {
+            return (page.records, next, more)
+        }
+        guard let page = try? JSONDecoder().decode(ReplayPage.self, from: Data(body)), let records = records(page.records) else { return nil }
+        return (records, page.next, page.more)
     }
 
     /// The records of a page, or `nil` when a payload is not base64.

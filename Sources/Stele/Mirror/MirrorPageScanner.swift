@@ -1,0 +1,267 @@
+import Foundation
+
+/// Reads a page of the hub's change feed or replay (HUB-API "Records") in one
+/// pass over the bytes, for pages of the shape the hub writes: the page's known
+/// keys in any order, records with only the record keys, strings without escapes,
+/// plain integers. `JSONDecoder` costs several times as much on a page of 1,000
+/// records (`hub.pull`), and a first download is mostly such pages.
+///
+/// It gives up (nil) on anything else: an escape in a string, another key, a
+/// repeated one, a wrong type, a number that is not a plain integer, malformed
+/// JSON, text that is not UTF-8. The caller then decodes the page with
+/// `JSONDecoder`, so every page reads exactly as before.
+struct MirrorPageScanner {
+    /// A page as the scanner read it: the records, and the page's cursor fields.
+    struct Page {
+        var records: [MirrorStore.PulledRecord] = []
+        /// `next`: a history id (changes) or a token (replay).
+        var nextNumber: Int64?
+        var nextToken: String?
+        var epoch: String?
+        var more: Bool?
+    }
+
+    private let bytes: UnsafeBufferPointer<UInt8>
+    private var index = 0
+
+    private init(_ bytes: UnsafeBufferPointer<UInt8>) {
+        self.bytes = bytes
+    }
+
+    /// The page in `body`, whose records are under `listKey` (`changes` or `records`); nil when it is not of the usual shape.
+    static func page(_ body: [UInt8], listKey: String) -> Page? {
+        body.withUnsafeBufferPointer { buffer in
+            var scanner = MirrorPageScanner(buffer)
+            return scanner.page(listKey: listKey)
+        }
+    }
+
+    private mutating func page(listKey: String) -> Page? {
+        var page = Page()
+        var sawList = false
+        guard take(UInt8(ascii: "{")) else { return nil }
+        if !take(UInt8(ascii: "}")) {
+            while true {
+                guard let key = string(), take(UInt8(ascii: ":")) else { return nil }
+                switch key {
+                case listKey:
+                    guard !sawList, let records = records() else { return nil }
+                    page.records = records
+                    sawList = true
+                case "next":
+                    guard page.nextNumber == nil, page.nextToken == nil else { return nil }
+                    if let number = integer() {
+                        page.nextNumber = number
+                    } else if let token = string() {
+                        page.nextToken = token
+                    } else {
+                        return nil
+                    }
+                case "epoch":
+                    guard page.epoch == nil, let epoch = string() else { return nil }
+                    page.epoch = epoch
+                case "more":
+                    guard page.more == nil, let more = boolean() else { return nil }
+                    page.more = more
+                default:
+                    return nil
+                }
+                if take(UInt8(ascii: ",")) { continue }
+                guard take(UInt8(ascii: "}")) else { return nil }
+                break
+            }
+        }
+        skipSpace()
+        guard index == bytes.count, sawList else { return nil }
+        return page
+    }
+
+    private mutating func records() -> [MirrorStore.PulledRecord]? {
+        guard take(UInt8(ascii: "[")) else { return nil }
+        var records: [MirrorStore.PulledRecord] = []
+        if take(UInt8(ascii: "]")) { return records }
+        while true {
+            guard let record = record() else { return nil }
+            records.append(record)
+            if take(UInt8(ascii: ",")) { continue }
+            return take(UInt8(ascii: "]")) ? records : nil
+        }
+    }
+
+    private mutating func record() -> MirrorStore.PulledRecord? {
+        guard take(UInt8(ascii: "{")) else { return nil }
+        var kind: String?
+        var id: String?
+        var payload: [UInt8]??
+        var modifiedAt: Int64?
+        var group: String??
+        var sets: [String: [String]]?
+        var seq: Int64?
+        if !take(UInt8(ascii: "}")) {
+            while true {
+                guard let key = string(), take(UInt8(ascii: ":")) else { return nil }
+                switch key {
+                case "kind":
+                    guard kind == nil, let value = string() else { return nil }
+                    kind = value
+                case "id":
+                    guard id == nil, let value = string() else { return nil }
+                    id = value
+                case "payload":
+                    guard payload == nil else { return nil }
+                    if takeNull() {
+                        payload = .some(nil)
+                    } else {
+                        guard let text = string(), let data = Data(base64Encoded: text) else { return nil }
+                        payload = .some([UInt8](data))
+                    }
+                case "modifiedAt":
+                    guard modifiedAt == nil, let value = integer() else { return nil }
+                    modifiedAt = value
+                case "group":
+                    guard group == nil else { return nil }
+                    if takeNull() {
+                        group = .some(nil)
+                    } else {
+                        guard let value = string() else { return nil }
+                        group = .some(value)
+                    }
+                case "sets":
+                    guard sets == nil else { return nil }
+                    if takeNull() {
+                        sets = [:]
+                    } else {
+                        guard let value = memberSets() else { return nil }
+                        sets = value
+                    }
+                case "seq":
+                    guard seq == nil, let value = integer() else { return nil }
+                    seq = value
+                default:
+                    return nil
+                }
+                if take(UInt8(ascii: ",")) { continue }
+                guard take(UInt8(ascii: "}")) else { return nil }
+                break
+            }
+        }
+        // The fields JSONDecoder requires of a record; the optional ones default as it would.
+        guard let kind, let id, let modifiedAt, let seq else { return nil }
+        return MirrorStore.PulledRecord(
+            kind: kind, id: id, payload: payload ?? nil, modifiedAt: modifiedAt, group: group ?? nil, sets: sets ?? [:], seq: seq)
+    }
+
+    /// `{"set": ["member", ...], ...}`; a set named twice is given up on (JSONDecoder keeps one of them).
+    private mutating func memberSets() -> [String: [String]]? {
+        guard take(UInt8(ascii: "{")) else { return nil }
+        var sets: [String: [String]] = [:]
+        if take(UInt8(ascii: "}")) { return sets }
+        while true {
+            guard let name = string(), sets[name] == nil, take(UInt8(ascii: ":")), take(UInt8(ascii: "[")) else { return nil }
+            var members: [String] = []
+            if !take(UInt8(ascii: "]")) {
+                while true {
+                    guard let member = string() else { return nil }
+                    members.append(member)
+                    if take(UInt8(ascii: ",")) { continue }
+                    guard take(UInt8(ascii: "]")) else { return nil }
+                    break
+                }
+            }
+            sets[name] = members
+            if take(UInt8(ascii: ",")) { continue }
+            return take(UInt8(ascii: "}")) ? sets : nil
+        }
+    }
+
+    // MARK: - Tokens
+
+    private mutating func skipSpace() {
+        while index < bytes.count {
+            switch bytes[index] {
+            case 0x20, 0x09, 0x0A, 0x0D: index += 1
+            default: return
+            }
+        }
+    }
+
+    private mutating func take(_ byte: UInt8) -> Bool {
+        skipSpace()
+        guard index < bytes.count, bytes[index] == byte else { return false }
+        index += 1
+        return true
+    }
+
+    private mutating func takeNull() -> Bool {
+        skipSpace()
+        guard bytes.count - index >= 4, bytes[index] == UInt8(ascii: "n"), bytes[index + 1] == UInt8(ascii: "u"), bytes[index + 2] == UInt8(ascii: "l"),
+            bytes[index + 3] == UInt8(ascii: "l")
+        else { return false }
+        index += 4
+        return true
+    }
+
+    private mutating func boolean() -> Bool? {
+        skipSpace()
+        if bytes.count - index >= 4, bytes[index] == UInt8(ascii: "t"), bytes[index + 1] == UInt8(ascii: "r"), bytes[index + 2] == UInt8(ascii: "u"),
+            bytes[index + 3] == UInt8(ascii: "e")
+        {
+            index += 4
+            return true
+        }
+        if bytes.count - index >= 5, bytes[index] == UInt8(ascii: "f"), bytes[index + 1] == UInt8(ascii: "a"), bytes[index + 2] == UInt8(ascii: "l"),
+            bytes[index + 3] == UInt8(ascii: "s"), bytes[index + 4] == UInt8(ascii: "e")
+        {
+            index += 5
+            return false
+        }
+        return nil
+    }
+
+    /// A string without escapes or control characters, as valid UTF-8; nil otherwise (the caller gives up).
+    private mutating func string() -> String? {
+        guard take(UInt8(ascii: "\"")) else { return nil }
+        let start = index
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") {
+                let slice = UnsafeBufferPointer(rebasing: bytes[start..<index])
+                index += 1
+                return String(validating: slice, as: UTF8.self)
+            }
+            if byte == UInt8(ascii: "\\") || byte < 0x20 { return nil }
+            index += 1
+        }
+        return nil
+    }
+
+    /// A plain integer (an optional minus, digits, no leading zero, no fraction or exponent) that fits in Int64.
+    private mutating func integer() -> Int64? {
+        skipSpace()
+        var position = index
+        let negative = position < bytes.count && bytes[position] == UInt8(ascii: "-")
+        if negative { position += 1 }
+        let digitsStart = position
+        var magnitude: UInt64 = 0
+        while position < bytes.count, bytes[position] >= UInt8(ascii: "0"), bytes[position] <= UInt8(ascii: "9") {
+            let (times, overflowTimes) = magnitude.multipliedReportingOverflow(by: 10)
+            let (plus, overflowPlus) = times.addingReportingOverflow(UInt64(bytes[position] - UInt8(ascii: "0")))
+            guard !overflowTimes, !overflowPlus else { return nil }
+            magnitude = plus
+            position += 1
+        }
+        let count = position - digitsStart
+        guard count > 0, !(count > 1 && bytes[digitsStart] == UInt8(ascii: "0")) else { return nil }
+        if position < bytes.count, [UInt8(ascii: "."), UInt8(ascii: "e"), UInt8(ascii: "E")].contains(bytes[position]) { return nil }
+        let value: Int64
+        if negative {
+            guard magnitude <= UInt64(Int64.max) + 1 else { return nil }
+            value = magnitude == UInt64(Int64.max) + 1 ? Int64.min : -Int64(magnitude)
+        } else {
+            guard magnitude <= UInt64(Int64.max) else { return nil }
+            value = Int64(magnitude)
+        }
+        index = position
+        return value
+    }
+}
