@@ -70,10 +70,10 @@ struct MirrorWorkload {
         }
     }
 
-    /// Heals: the hub up, then each client retries what failed and syncs until quiet, twice round.
+    /// Heals: the hub up and its injected push failures dropped, then each client retries what failed and syncs until quiet, twice round.
     func heal(_ simulation: Simulation) -> [Statement] {
         guard simulation.hub != nil, !clients.isEmpty else { return [] }
-        var steps: [Statement] = [.hub(.up)]
+        var steps: [Statement] = [.hub(.heal)]
         for _ in 0..<2 {
             for client in clients { steps += [.hub(.step(client: client, .retry)), .hub(.step(client: client, .sync))] }
         }

@@ -160,6 +160,10 @@ public final class SimulatedHub {
             isDown = true
         case .up:
             isDown = false
+        case .heal:
+            // The faults end: pushes the scenario asked to fail while none reached the hub fail no more.
+            isDown = false
+            pushFaults.removeAll()
         case .backup(let label):
             simulation.trace?(String(format: "%10.3f s  hub  backup as %@", Double(simulation.now) / 1_000, label))
             lastBackup = label
@@ -265,7 +269,7 @@ extension HubStatement {
             .step(let client, _), .crashAt(let client, _), .crash(let client), .skew(let client, _), .backupClient(let client, _),
             .restoreClient(let client, _):
             client
-        case .start, .appendOnly, .client, .rollup, .failPushes, .down, .up, .backup, .restore:
+        case .start, .appendOnly, .client, .rollup, .failPushes, .down, .up, .heal, .backup, .restore:
             nil
         }
     }

@@ -66,6 +66,10 @@ extension ScenarioGrammar {
             build: { _ in .hub(.up) },
             print: { $0 == .hub(.up) ? [] : nil }),
         StatementForm(
+            "hub", "heal",
+            build: { _ in .hub(.heal) },
+            print: { $0 == .hub(.heal) ? [] : nil }),
+        StatementForm(
             "hub", "backup", "as", .declaring("NAME", "a backup name"),
             check: { state, arguments in
                 guard state.backups.insert(arguments.word(0)).inserted else { throw Message("a backup named \(arguments.word(0)) was taken above") }

@@ -122,6 +122,8 @@ public enum HubStatement: Sendable, Equatable {
     case failPushes(count: Int, PushFault)
     case down
     case up
+    /// `hub heal`: up, and the push failures still queued by `hub fail next` are dropped (the healing phase).
+    case heal
     case backup(label: String)
     case restore(label: String)
     case crashAt(client: String, MirrorDriver.CrashPoint)
