@@ -240,36 +240,56 @@ extension MirrorStore {
     /// Whether a row may have reached the hub: sent (in flight), given up on (failed), or claimed by a flusher once.
     private func mayHaveBeenSent(_ row: QueueRow) -> Bool { row.state != "pending" || row.claims > 0 }
 
-    /// A row takes a new intent under a new mutation id and waits to be sent (003: "overlay forward").
     /// A put row's outcome that leaves it standing: applied, or not known (its answer was lost).
     private static let mayStand = "(outcome IS NULL OR outcome = 'applied')"
 
-    /// A delete over a put that may stand keeps the put (`overlaid_*`, for an
-    /// append-only kind's refusal); a delete over a delete keeps what the first
-    /// kept; a put keeps nothing.
-    private func overlayForward(_ qid: Int64, op: String, payload: [UInt8]?, group: String?, modifiedAt: Int64) throws {
+    /// The live copy of a record the hub held when this client last pulled it.
+    private typealias Copy = (payload: [UInt8], modifiedAt: Int64, group: String?)
+
+    private func canonicalCopy(kind: String, id: String) throws -> Copy? {
+        try connection.queryFirst(
+            "SELECT payload, modified_at, grp FROM mirror_records WHERE kind = ? AND id = ? AND payload IS NOT NULL", [.text(kind), .text(id)]
+        ) { (payload: $0.blob(0), modifiedAt: $0.int64(1), group: $0.isNull(2) ? nil : $0.text(2)) }
+    }
+
+    /// The arguments that set a row's `overlaid_*` to `copy` (or clear them).
+    private static func overlaid(_ copy: Copy?) -> [SQLValue] {
+        [copy.map { .blob($0.payload) } ?? .null, copy.map { .integer($0.modifiedAt) } ?? .null, copy?.group.map(SQLValue.text) ?? .null]
+    }
+
+    /// A row takes a new intent under a new mutation id and waits to be sent (003: "overlay forward").
+    /// A delete keeps the live copy it deletes (`overlaid_*`): the put it overlays if that
+    /// put may stand, else what an earlier delete kept, else the canonical copy. If the
+    /// hub refuses the delete because the kind is append-only (002), that copy is what
+    /// stands, and it is sent again (the hub, restored from an older copy, may lack it).
+    private func overlayForward(_ qid: Int64, op: String, payload: [UInt8]?, group: String?, modifiedAt: Int64, canonical: Copy?) throws {
         let (mutation, ordinal) = try newMutationID()
+        let kept = "CASE WHEN ?3 <> 'delete' THEN 0 WHEN op = 'put' AND \(Self.mayStand) THEN 1 WHEN op = 'delete' AND overlaid_payload IS NOT NULL THEN 2 ELSE 3 END"
         try connection.execute(
             """
             UPDATE mirror_queue SET
-                overlaid_payload = CASE WHEN ?3 <> 'delete' THEN NULL WHEN op = 'put' AND \(Self.mayStand) THEN payload WHEN op = 'put' THEN NULL ELSE overlaid_payload END,
-                overlaid_modified_at = CASE WHEN ?3 <> 'delete' THEN NULL WHEN op = 'put' AND \(Self.mayStand) THEN modified_at WHEN op = 'put' THEN NULL ELSE overlaid_modified_at END,
-                overlaid_group = CASE WHEN ?3 <> 'delete' THEN NULL WHEN op = 'put' AND \(Self.mayStand) THEN grp WHEN op = 'put' THEN NULL ELSE overlaid_group END,
+                overlaid_payload = CASE \(kept) WHEN 0 THEN NULL WHEN 1 THEN payload WHEN 2 THEN overlaid_payload ELSE ?8 END,
+                overlaid_modified_at = CASE \(kept) WHEN 0 THEN NULL WHEN 1 THEN modified_at WHEN 2 THEN overlaid_modified_at ELSE ?9 END,
+                overlaid_group = CASE \(kept) WHEN 0 THEN NULL WHEN 1 THEN grp WHEN 2 THEN overlaid_group ELSE ?10 END,
                 mutation = ?2, op = ?3, payload = ?4, grp = ?5, modified_at = ?6, state = 'pending', attempts = 0, claims = 0,
                 claim_owner = NULL, claim_until = NULL, next_attempt_at = 0, expected_history_id = NULL, expected_epoch = NULL, outcome = NULL, ordinal = ?7, last_error = NULL
             WHERE qid = ?1
-            """, [.integer(qid), .text(mutation), .text(op), payload.map(SQLValue.blob) ?? .null, group.map(SQLValue.text) ?? .null, .integer(modifiedAt), .integer(ordinal)])
+            """,
+            [.integer(qid), .text(mutation), .text(op), payload.map(SQLValue.blob) ?? .null, group.map(SQLValue.text) ?? .null, .integer(modifiedAt), .integer(ordinal)]
+                + Self.overlaid(canonical))
     }
 
-    private func insertRow(kind: String, id: String, op: String, set: String, member: String, payload: [UInt8]?, group: String?, modifiedAt: Int64) throws {
+    private func insertRow(
+        kind: String, id: String, op: String, set: String, member: String, payload: [UInt8]?, group: String?, modifiedAt: Int64, overlaid: Copy? = nil
+    ) throws {
         let (mutation, ordinal) = try newMutationID()
         try connection.execute(
             """
-            INSERT INTO mirror_queue (mutation, kind, id, op, set_name, member, payload, grp, modified_at, ordinal)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO mirror_queue (mutation, kind, id, op, set_name, member, payload, grp, modified_at, ordinal, overlaid_payload, overlaid_modified_at, overlaid_group)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             [.text(mutation), .text(kind), .text(id), .text(op), .text(set), .text(member), payload.map(SQLValue.blob) ?? .null, group.map(SQLValue.text) ?? .null,
-             .integer(modifiedAt), .integer(ordinal)])
+             .integer(modifiedAt), .integer(ordinal)] + Self.overlaid(overlaid))
     }
 
     /// A put or a delete, with 003's collision rules applied to the record's payload row.
@@ -279,9 +299,11 @@ extension MirrorStore {
         // A put keeps the record's group unless it names one.
         let newGroup = op == "put" ? (group ?? before.group) : nil
         let result: Enqueued
+        // What a delete keeps of the record for an append-only kind's refusal (see overlayForward).
+        let canonical = op == "delete" ? try canonicalCopy(kind: kind, id: id) : nil
         if let row = try queueRow(kind: kind, id: id, set: "", member: "") {
             if mayHaveBeenSent(row) {
-                try overlayForward(row.qid, op: op, payload: payload, group: newGroup, modifiedAt: modifiedAt)
+                try overlayForward(row.qid, op: op, payload: payload, group: newGroup, modifiedAt: modifiedAt, canonical: canonical)
                 result = .overlaidForward
             } else if op == "delete", try canonicalAlive(kind: kind, id: id) == false {
                 // A put that was never sent, of a record the hub does not have: nothing to send at all.
@@ -292,18 +314,18 @@ extension MirrorStore {
                 try connection.execute(
                     """
                     UPDATE mirror_queue SET op = ?2, payload = ?3, grp = ?4, modified_at = ?5, ordinal = ?6,
-                        overlaid_payload = CASE WHEN ?2 = 'delete' THEN overlaid_payload END,
-                        overlaid_modified_at = CASE WHEN ?2 = 'delete' THEN overlaid_modified_at END,
-                        overlaid_group = CASE WHEN ?2 = 'delete' THEN overlaid_group END
+                        overlaid_payload = ?7, overlaid_modified_at = ?8, overlaid_group = ?9
                     WHERE qid = ?1
                     """,
-                    [.integer(row.qid), .text(op), payload.map(SQLValue.blob) ?? .null, newGroup.map(SQLValue.text) ?? .null, .integer(modifiedAt), .integer(ordinal)])
+                    // A row never sent: the hub holds only the canonical copy, which a delete keeps.
+                    [.integer(row.qid), .text(op), payload.map(SQLValue.blob) ?? .null, newGroup.map(SQLValue.text) ?? .null, .integer(modifiedAt), .integer(ordinal)]
+                        + Self.overlaid(canonical))
                 result = .replaced
             }
         } else if op == "delete" && !before.alive {
             return .unchanged
         } else {
-            try insertRow(kind: kind, id: id, op: op, set: "", member: "", payload: payload, group: newGroup, modifiedAt: modifiedAt)
+            try insertRow(kind: kind, id: id, op: op, set: "", member: "", payload: payload, group: newGroup, modifiedAt: modifiedAt, overlaid: canonical)
             result = .inserted
         }
         if remember {
@@ -327,7 +349,7 @@ extension MirrorStore {
                 result = .unchanged
             } else if mayHaveBeenSent(row) {
                 // In flight (or possibly sent), opposite: flip and send again; deleting would lose the new intent.
-                try overlayForward(row.qid, op: op, payload: nil, group: nil, modifiedAt: try stampNow())
+                try overlayForward(row.qid, op: op, payload: nil, group: nil, modifiedAt: try stampNow(), canonical: nil)
                 result = .overlaidForward
             } else {
                 // Pending and never sent, opposite: a net no-op.
