@@ -59,9 +59,14 @@ public final class MirrorOracle {
     /// The hub's epochs so far (a restore starts a new one).
     var epoch = 0
     /// The history id each epoch started from (the restored copy's): an answer
-    /// `applied` with a position at or below it is the restored copy remembering
-    /// the mutation id (the first application, observed in an earlier epoch), not a new one.
+    /// `applied` with a position at or below it, which the same mutation was already
+    /// answered in an earlier epoch, is the restored copy remembering the mutation id
+    /// (the first application), not a new one. (A position at or below it that is new
+    /// for the mutation is a change that changed nothing, an idempotent add or remove,
+    /// and it counts: it tells the state at its time.)
     var forks: [Int: Int64] = [:]
+    /// Every position each mutation was answered `applied` at, over all epochs.
+    private var answeredAt: [String: Set<Int64>] = [:]
     /// Records a restore took back to a tombstone or to nothing, with the order of the
     /// hub's answers at the time: the restored history holds no member of them, so a
     /// member change applied before can only come back with the record's own re-push
@@ -132,7 +137,8 @@ public final class MirrorOracle {
                 }
                 continue
             }
-            if let fork = forks[epoch], seq <= fork { continue }
+            if let fork = forks[epoch], seq <= fork, answeredAt[result.mutation]?.contains(seq) == true { continue }
+            answeredAt[result.mutation, default: []].insert(seq)
             let key = "\(epoch) \(result.mutation)"
             // The same answer again (a push sent again after its answer was lost) is the first application, not a new one.
             guard seqs[key, default: []].insert(seq).inserted else { continue }

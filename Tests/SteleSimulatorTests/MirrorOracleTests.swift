@@ -133,6 +133,14 @@ import TestSupport
         #expect(oracle.appliedCount == 2)
         oracle.observe(push: push, status: 200, answer: Array(#"{"historyId":9,"results":[{"mutation":"c-1","status":"applied","seq":6}]}"#.utf8))
         #expect(oracle.appliedTwice == 1, "twice past the restore point in one epoch is twice")
+        // A position below the restore point that is new for its mutation is an idempotent change
+        // (a remove of an absent member answered at the record's position): it counts (seed 80062).
+        let remove = Array(#"{"mutations":[{"mutation":"c-2","kind":"note","id":"n","op":"remove","set":"labels","member":"A","modifiedAt":6}]}"#.utf8)
+        let before = oracle.appliedCount
+        oracle.observe(push: remove, status: 200, answer: Array(#"{"historyId":9,"results":[{"mutation":"c-2","status":"applied","seq":2}]}"#.utf8))
+        #expect(oracle.appliedCount == before + 1)
+        oracle.observe(push: remove, status: 200, answer: Array(#"{"historyId":9,"results":[{"mutation":"c-2","status":"applied","seq":2}]}"#.utf8))
+        #expect(oracle.appliedCount == before + 1, "the same answer again is the first one")
     }
 
     /// A label the restore lost on a record it also took back to a tombstone, known
