@@ -258,6 +258,10 @@ extension MirrorStore {
     }
 
     /// A row takes a new intent under a new mutation id and waits to be sent (003: "overlay forward").
+    /// Its claim count stays: what the row carried before may have reached the hub, so a
+    /// later opposite write overlays it forward again instead of cancelling it (a put
+    /// over a delete that may have arrived, then a delete, must still send the delete:
+    /// seed 120192, where the hub otherwise kept an older copy another client pushed).
     /// A delete keeps the live copy it deletes (`overlaid_*`): the put it overlays if that
     /// put may stand, else what an earlier delete kept, else the canonical copy. If the
     /// hub refuses the delete because the kind is append-only (002), that copy is what
@@ -271,7 +275,7 @@ extension MirrorStore {
                 overlaid_payload = CASE \(kept) WHEN 0 THEN NULL WHEN 1 THEN payload WHEN 2 THEN overlaid_payload ELSE ?8 END,
                 overlaid_modified_at = CASE \(kept) WHEN 0 THEN NULL WHEN 1 THEN modified_at WHEN 2 THEN overlaid_modified_at ELSE ?9 END,
                 overlaid_group = CASE \(kept) WHEN 0 THEN NULL WHEN 1 THEN grp WHEN 2 THEN overlaid_group ELSE ?10 END,
-                mutation = ?2, op = ?3, payload = ?4, grp = ?5, modified_at = ?6, state = 'pending', attempts = 0, claims = 0,
+                mutation = ?2, op = ?3, payload = ?4, grp = ?5, modified_at = ?6, state = 'pending', attempts = 0,
                 claim_owner = NULL, claim_until = NULL, next_attempt_at = 0, expected_history_id = NULL, expected_epoch = NULL, outcome = NULL, ordinal = ?7, last_error = NULL
             WHERE qid = ?1
             """,
@@ -302,7 +306,15 @@ extension MirrorStore {
         // What a delete keeps of the record for an append-only kind's refusal (see overlayForward).
         let canonical = op == "delete" ? try canonicalCopy(kind: kind, id: id) : nil
         if let row = try queueRow(kind: kind, id: id, set: "", member: "") {
-            if mayHaveBeenSent(row) {
+            if row.op == "delete" && op == "delete" {
+                // 003, pending same: a no-op; a failed one is the user asking again: fresh attempts.
+                // (A delete queued again by a replay met the user's own delete, was taken for an
+                // unsent put and cancelled, and the delete was lost: seed 120244.)
+                if row.state == "failed" {
+                    try connection.execute("UPDATE mirror_queue SET state = 'pending', attempts = 0, next_attempt_at = 0 WHERE qid = ?", [.integer(row.qid)])
+                }
+                return .unchanged
+            } else if mayHaveBeenSent(row) {
                 try overlayForward(row.qid, op: op, payload: payload, group: newGroup, modifiedAt: modifiedAt, canonical: canonical)
                 result = .overlaidForward
             } else if op == "delete", try canonicalAlive(kind: kind, id: id) == false {
