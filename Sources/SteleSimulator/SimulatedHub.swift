@@ -342,9 +342,10 @@ public final class SimulatedClient {
     /// What the client's last write aimed at, for the oracle when it is undone.
     private var lastTargets: [MirrorOracle.Target] = []
 
-    /// Tells the oracle what the user just asked for.
-    private func intend(_ targets: [MirrorOracle.Target]) {
-        lastTargets = targets
+    /// Tells the oracle what the user just asked for; a write the store remembered for
+    /// undo (one that changed the queue) becomes what the next undo aims at, as in the store.
+    private func intend(_ targets: [MirrorOracle.Target], _ result: MirrorStore.Enqueued) {
+        if result != .unchanged { lastTargets = targets }
         hub.oracle.noteIntent(targets)
     }
 
@@ -352,20 +353,18 @@ public final class SimulatedClient {
         tick()
         switch statement {
         case let .put(_, kind, id, value, group):
-            try store.put(kind: kind, id: id, payload: Array(value.utf8), group: group)
-            intend([MirrorOracle.Target(kind: kind, id: id)])
+            intend([MirrorOracle.Target(kind: kind, id: id)], try store.put(kind: kind, id: id, payload: Array(value.utf8), group: group))
         case let .delete(_, kind, id):
-            try store.delete(kind: kind, id: id)
-            intend([MirrorOracle.Target(kind: kind, id: id)])
+            intend([MirrorOracle.Target(kind: kind, id: id)], try store.delete(kind: kind, id: id))
         case let .member(_, add, kind, id, set, member):
-            if add { try store.add(kind: kind, id: id, set: set, member: member) } else { try store.remove(kind: kind, id: id, set: set, member: member) }
-            intend([MirrorOracle.Target(kind: kind, id: id, set: set, member: member)])
+            let result = add ? try store.add(kind: kind, id: id, set: set, member: member) : try store.remove(kind: kind, id: id, set: set, member: member)
+            intend([MirrorOracle.Target(kind: kind, id: id, set: set, member: member)], result)
         case let .groupMember(_, add, kind, group, set, member):
             let results =
                 add
                 ? try store.addToGroup(kind: kind, group: group, set: set, member: member)
                 : try store.removeFromGroup(kind: kind, group: group, set: set, member: member)
-            if !results.isEmpty { intend(results.keys.sorted().map { MirrorOracle.Target(kind: kind, id: $0, set: set, member: member) }) }
+            if !results.isEmpty { intend(results.keys.sorted().map { MirrorOracle.Target(kind: kind, id: $0, set: set, member: member) }, .inserted) }
         case .step(_, .undo):
             if try store.undo() { hub.oracle.noteIntent(lastTargets) }
             lastTargets = []

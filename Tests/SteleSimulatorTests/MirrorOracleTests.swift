@@ -226,4 +226,28 @@ import TestSupport
         let oracle = try withExtendedLifetime(broken) { try Self.judge(brokenHub) }
         #expect(oracle.lostIntents >= 1, "\(oracle.findings)")
     }
+
+    /// A write that changed nothing (a label removed that was not there) is not what
+    /// the next undo reverses, in the store or in what the oracle is told: here the
+    /// undo reverses the put, whose copy a replay had queued again, and the record is
+    /// deleted as the user asked (seed 130003 found the harness telling the oracle the label).
+    @Test func undoAfterAWriteThatChangedNothingReversesTheWriteBefore() throws {
+        let simulation = try Self.run(
+            """
+            hub
+            client phone
+            hub backup as empty
+            phone put note n1 "one"
+            phone sync
+            hub restore from empty
+            phone pull
+            phone remove note n1 labels X
+            phone undo
+            phone sync
+            """)
+        let hub = try #require(simulation.hub)
+        #expect(try hub.value(kind: "note", id: "n1") == nil)
+        let oracle = try withExtendedLifetime(simulation) { try Self.judge(hub) }
+        #expect(!oracle.failed, "\(oracle.findings)")
+    }
 }
