@@ -9,7 +9,7 @@ import Dispatch
 /// ever see it at once. This is the one place the runtime's non-`Sendable`
 /// state (the driver, the replica, the outbox) crosses into `@Sendable`
 /// completions, which hop onto the queue before they look inside.
-struct QueueConfined<Value>: @unchecked Sendable {
+struct QueueConfined<Value>: @unchecked Sendable {  // safe: the value is only touched on its serial queue, checked by `value` (above)
     let queue: DispatchQueue
     private let box: Box
 
@@ -45,7 +45,7 @@ struct QueueConfined<Value>: @unchecked Sendable {
 }
 
 /// A closure handed to the confining queue (``QueueConfined``); it runs there only.
-private struct UncheckedHop: @unchecked Sendable {
+private struct UncheckedHop: @unchecked Sendable {  // safe: built for one queue.async and run only on the confining queue
     let run: () -> Void
     init(_ run: @escaping () -> Void) { self.run = run }
 }

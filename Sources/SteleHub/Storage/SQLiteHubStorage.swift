@@ -12,7 +12,7 @@ import Synchronization
 /// `@unchecked Sendable`: the connection is touched only under `lock`, by one
 /// thread at a time, and never escapes a call (a `Mutex` cannot hand a
 /// non-`Sendable` connection to the transaction's body).
-public final class SQLiteHubStorage: HubStorage, @unchecked Sendable {
+public final class SQLiteHubStorage: HubStorage, @unchecked Sendable {  // safe: the connection is touched only under `lock`, one thread at a time (above)
     public let backend = HubBackend.sqlite
     /// The file's path.
     public let path: String
