@@ -180,47 +180,33 @@ import TestSupport
         #expect(oracle.appliedCount >= 4)
     }
 
+    /// A label the restore lost on a record it kept live: the phone saw it, the laptop changed the record after the restore.
+    static let labelOnALiveRecordTheRestoreLost = """
+        hub
+        client phone
+        client laptop
+        phone put mail m1 "one"
+        phone sync
+        laptop sync
+        hub backup as before
+        phone add mail m1 labels INBOX
+        phone sync
+        hub restore from before
+        laptop put mail m1 "two"
+        laptop sync
+        phone sync
+        laptop sync
+        """
+
     /// A label the restore lost on a record it kept live is pushed again by the
     /// client that saw it; a hub that then drops it again is a lost intent.
     @Test func aLabelARestoreLostOnALiveRecordMustComeBack() throws {
-        let simulation = try Self.run(
-            """
-            hub
-            client phone
-            client laptop
-            phone put mail m1 "one"
-            phone sync
-            laptop sync
-            hub backup as before
-            phone add mail m1 labels INBOX
-            phone sync
-            hub restore from before
-            laptop put mail m1 "two"
-            laptop sync
-            phone sync
-            laptop sync
-            """)
+        let simulation = try Self.run(Self.labelOnALiveRecordTheRestoreLost)
         let hub = try #require(simulation.hub)
         #expect(try hub.holds(kind: "mail", id: "m1", set: "labels", member: "INBOX"))
         let passing = try withExtendedLifetime(simulation) { try Self.judge(hub) }
         #expect(!passing.failed, "\(passing.findings)")
-        let broken = try Self.run(
-            """
-            hub
-            client phone
-            client laptop
-            phone put mail m1 "one"
-            phone sync
-            laptop sync
-            hub backup as before
-            phone add mail m1 labels INBOX
-            phone sync
-            hub restore from before
-            laptop put mail m1 "two"
-            laptop sync
-            phone sync
-            laptop sync
-            """)
+        let broken = try Self.run(Self.labelOnALiveRecordTheRestoreLost)
         let brokenHub = try #require(broken.hub)
         _ = try brokenHub.storage.transaction { sql in try sql.execute("DELETE FROM record_members WHERE id = 'm1'", []) }
         let oracle = try withExtendedLifetime(broken) { try Self.judge(brokenHub) }

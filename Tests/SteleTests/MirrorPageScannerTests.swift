@@ -4,7 +4,7 @@ import TestSupport
 
 @testable import Stele
 
-/// The page scanner reads what `JSONDecoder` reads, or gives up: thousands of
+/// The page scanner (on ``JSONTokens``) reads what `JSONDecoder` reads, or gives up: thousands of
 /// random pages (keys in any order, nulls, sets, escapes, non-ASCII text, odd
 /// spacing) are judged against a reference read with `JSONSerialization`.
 @Suite struct MirrorPageScannerTests {
@@ -115,8 +115,12 @@ import TestSupport
         let record = #"{"kind":"k","id":"i","payload":null,"modifiedAt":1,"group":null,"sets":{},"seq":2}"#
         let good = #"{"changes":[\#(record)],"next":2,"epoch":"e","more":false}"#
         #expect(MirrorPageScanner.page(Array(good.utf8), listKey: "changes")?.records.count == 1)
+        // Escapes are read, as JSONDecoder reads them.
+        let escaped = good.replacingOccurrences(of: #""id":"i""#, with: #""id":"\u0069\n\ud83d\ude42""#)
+        #expect(MirrorPageScanner.page(Array(escaped.utf8), listKey: "changes")?.records.first?.id == "i\n🙂")
+        #expect(MirrorPageScanner.page(Array(good.replacingOccurrences(of: #""id":"i""#, with: #""id":"\ud83d""#).utf8), listKey: "changes") == nil, "a lone surrogate")
         let given: [String] = [
-            good.replacingOccurrences(of: #""id":"i""#, with: #""id":"\u0069""#),  // an escape
+            good.replacingOccurrences(of: #""id":"i""#, with: #""id":"\q""#),  // an escape JSON does not have
             good.replacingOccurrences(of: #""seq":2"#, with: #""seq":2.0"#),  // a fraction
             good.replacingOccurrences(of: #""seq":2"#, with: #""seq":02"#),  // a leading zero
             good.replacingOccurrences(of: #""seq":2"#, with: #""seq":9223372036854775808"#),  // beyond Int64
@@ -134,8 +138,8 @@ import TestSupport
         var bytes = Array(good.utf8)
         bytes[bytes.firstIndex(of: UInt8(ascii: "i"))!] = 0xFF
         #expect(MirrorPageScanner.page(bytes, listKey: "changes") == nil)
-        // What JSONDecoder reads the fallback reads: an escape, a key it ignores.
-        #expect(MirrorSync.changesPage(Array(given[0].utf8))?.records.first?.id == "i")
+        // What JSONDecoder reads the fallback reads: a key it ignores.
         #expect(MirrorSync.changesPage(Array(given[5].utf8))?.records.count == 1)
+        #expect(MirrorSync.changesPage(Array(escaped.utf8))?.records.first?.id == "i\n🙂")
     }
 }

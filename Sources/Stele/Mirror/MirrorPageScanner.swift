@@ -1,15 +1,16 @@
 import Foundation
 
 /// Reads a page of the hub's change feed or replay (HUB-API "Records") in one
-/// pass over the bytes, for pages of the shape the hub writes: the page's known
-/// keys in any order, records with only the record keys, strings without escapes,
-/// plain integers. `JSONDecoder` costs several times as much on a page of 1,000
-/// records (`hub.pull`), and a first download is mostly such pages.
+/// pass over the bytes (``JSONTokens``, as the hub reads pushes), for pages of
+/// the shape the hub writes: the page's known keys in any order, records with
+/// only the record keys, plain integers. `JSONDecoder` costs several times as
+/// much on a page of 1,000 records (`hub.pull`), and a first download is mostly
+/// such pages.
 ///
-/// It gives up (nil) on anything else: an escape in a string, another key, a
-/// repeated one, a wrong type, a number that is not a plain integer, malformed
-/// JSON, text that is not UTF-8. The caller then decodes the page with
-/// `JSONDecoder`, so every page reads exactly as before.
+/// It gives up (nil) on anything else: another key, a repeated one, a wrong
+/// type, a number that is not a plain integer, malformed JSON, text that is not
+/// UTF-8. The caller then decodes the page with `JSONDecoder`, so every page
+/// reads exactly as before.
 struct MirrorPageScanner {
     /// A page as the scanner read it: the records, and the page's cursor fields.
     struct Page {
@@ -21,11 +22,10 @@ struct MirrorPageScanner {
         var more: Bool?
     }
 
-    private let bytes: UnsafeBufferPointer<UInt8>
-    private var index = 0
+    private var tokens: JSONTokens
 
     private init(_ bytes: UnsafeBufferPointer<UInt8>) {
-        self.bytes = bytes
+        tokens = JSONTokens(bytes)
     }
 
     /// The page in `body`, whose records are under `listKey` (`changes` or `records`); nil when it is not of the usual shape.
@@ -71,8 +71,7 @@ struct MirrorPageScanner {
                 break
             }
         }
-        skipSpace()
-        guard index == bytes.count, sawList else { return nil }
+        guard tokens.atEnd(), sawList else { return nil }
         return page
     }
 
@@ -108,24 +107,19 @@ struct MirrorPageScanner {
                     guard id == nil, let value = string() else { return nil }
                     id = value
                 case "payload":
-                    guard payload == nil else { return nil }
-                    if takeNull() {
+                    guard payload == nil, let text = stringOrNull() else { return nil }
+                    guard let text else {
                         payload = .some(nil)
-                    } else {
-                        guard let text = string(), let data = Data(base64Encoded: text) else { return nil }
-                        payload = .some([UInt8](data))
+                        break
                     }
+                    guard let data = Data(base64Encoded: text) else { return nil }
+                    payload = .some([UInt8](data))
                 case "modifiedAt":
                     guard modifiedAt == nil, let value = integer() else { return nil }
                     modifiedAt = value
                 case "group":
-                    guard group == nil else { return nil }
-                    if takeNull() {
-                        group = .some(nil)
-                    } else {
-                        guard let value = string() else { return nil }
-                        group = .some(value)
-                    }
+                    guard group == nil, let value = stringOrNull() else { return nil }
+                    group = .some(value)
                 case "sets":
                     guard sets == nil else { return nil }
                     if takeNull() {
@@ -176,92 +170,15 @@ struct MirrorPageScanner {
 
     // MARK: - Tokens
 
-    private mutating func skipSpace() {
-        while index < bytes.count {
-            switch bytes[index] {
-            case 0x20, 0x09, 0x0A, 0x0D: index += 1
-            default: return
-            }
-        }
-    }
+    private mutating func take(_ byte: UInt8) -> Bool { tokens.take(byte) }
+    private mutating func takeNull() -> Bool { tokens.takeNull() }
+    private mutating func boolean() -> Bool? { tokens.boolean() }
+    private mutating func integer() -> Int64? { tokens.integer() }
+    private mutating func string() -> String? { tokens.string() }
 
-    private mutating func take(_ byte: UInt8) -> Bool {
-        skipSpace()
-        guard index < bytes.count, bytes[index] == byte else { return false }
-        index += 1
-        return true
-    }
-
-    private mutating func takeNull() -> Bool {
-        skipSpace()
-        guard bytes.count - index >= 4, bytes[index] == UInt8(ascii: "n"), bytes[index + 1] == UInt8(ascii: "u"), bytes[index + 2] == UInt8(ascii: "l"),
-            bytes[index + 3] == UInt8(ascii: "l")
-        else { return false }
-        index += 4
-        return true
-    }
-
-    private mutating func boolean() -> Bool? {
-        skipSpace()
-        if bytes.count - index >= 4, bytes[index] == UInt8(ascii: "t"), bytes[index + 1] == UInt8(ascii: "r"), bytes[index + 2] == UInt8(ascii: "u"),
-            bytes[index + 3] == UInt8(ascii: "e")
-        {
-            index += 4
-            return true
-        }
-        if bytes.count - index >= 5, bytes[index] == UInt8(ascii: "f"), bytes[index + 1] == UInt8(ascii: "a"), bytes[index + 2] == UInt8(ascii: "l"),
-            bytes[index + 3] == UInt8(ascii: "s"), bytes[index + 4] == UInt8(ascii: "e")
-        {
-            index += 5
-            return false
-        }
-        return nil
-    }
-
-    /// A string without escapes or control characters, as valid UTF-8; nil otherwise (the caller gives up).
-    private mutating func string() -> String? {
-        guard take(UInt8(ascii: "\"")) else { return nil }
-        let start = index
-        while index < bytes.count {
-            let byte = bytes[index]
-            if byte == UInt8(ascii: "\"") {
-                let slice = UnsafeBufferPointer(rebasing: bytes[start..<index])
-                index += 1
-                return String(validating: slice, as: UTF8.self)
-            }
-            if byte == UInt8(ascii: "\\") || byte < 0x20 { return nil }
-            index += 1
-        }
-        return nil
-    }
-
-    /// A plain integer (an optional minus, digits, no leading zero, no fraction or exponent) that fits in Int64.
-    private mutating func integer() -> Int64? {
-        skipSpace()
-        var position = index
-        let negative = position < bytes.count && bytes[position] == UInt8(ascii: "-")
-        if negative { position += 1 }
-        let digitsStart = position
-        var magnitude: UInt64 = 0
-        while position < bytes.count, bytes[position] >= UInt8(ascii: "0"), bytes[position] <= UInt8(ascii: "9") {
-            let (times, overflowTimes) = magnitude.multipliedReportingOverflow(by: 10)
-            let (plus, overflowPlus) = times.addingReportingOverflow(UInt64(bytes[position] - UInt8(ascii: "0")))
-            guard !overflowTimes, !overflowPlus else { return nil }
-            magnitude = plus
-            position += 1
-        }
-        let count = position - digitsStart
-        guard count > 0, !(count > 1 && bytes[digitsStart] == UInt8(ascii: "0")) else { return nil }
-        if position < bytes.count, [UInt8(ascii: "."), UInt8(ascii: "e"), UInt8(ascii: "E")].contains(bytes[position]) { return nil }
-        let value: Int64
-        if negative {
-            guard magnitude <= UInt64(Int64.max) + 1 else { return nil }
-            value = magnitude == UInt64(Int64.max) + 1 ? Int64.min : -Int64(magnitude)
-        } else {
-            guard magnitude <= UInt64(Int64.max) else { return nil }
-            value = Int64(magnitude)
-        }
-        index = position
-        return value
+    /// A string, or `null` (`.some(nil)`); nil when it is neither.
+    private mutating func stringOrNull() -> String?? {
+        if takeNull() { return .some(nil) }
+        return string().map { .some($0) }
     }
 }
