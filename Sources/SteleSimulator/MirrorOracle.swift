@@ -92,7 +92,34 @@ public final class MirrorOracle {
     /// Mutations the hub applied, over the run.
     public var appliedCount: Int { applied.filter { $0.seq >= 0 }.count }
 
-    public var failed: Bool { mismatches + resurrections + appliedTwice + lostIntents + rollupErrors > 0 }
+    /// Ledger clients: pushes made while halted, tombstones for what the client never saw deleted.
+    public private(set) var haltedPushes = 0
+    public private(set) var forgedTombstones = 0
+    /// Records some push deleted on the hub (a tombstone a ledger client may hold and send again).
+    private var everDeleted: Set<String> = []
+
+    public var failed: Bool { mismatches + resurrections + appliedTwice + lostIntents + rollupErrors + haltedPushes + forgedTombstones > 0 }
+
+    /// Everything the oracle counts as a failure.
+    public var failures: Int { mismatches + resurrections + appliedTwice + lostIntents + rollupErrors + haltedPushes + forgedTombstones }
+
+    /// A ledger client's push, as it leaves: nothing may leave while the client is
+    /// halted, and a tombstone only for what its app deleted or the hub deleted
+    /// (002: no wave of tombstones after a wipe; never a forged one).
+    func observe(ledgerPush body: [UInt8], from client: SimulatedLedgerClient) {
+        guard let push = try? JSONDecoder().decode(Push.self, from: Data(body)) else { return }
+        if client.halted {
+            haltedPushes += 1
+            findings.append("\(client.name) pushed \(push.mutations.count) changes while its sync was halted")
+        }
+        for item in push.mutations where item.op == "delete" {
+            let key = "\(item.kind) \(item.id)"
+            if !client.appDeleted.contains(key) && !everDeleted.contains(key) {
+                forgedTombstones += 1
+                findings.append("\(client.name) pushed a tombstone for \(key), which neither its app nor the hub ever deleted")
+            }
+        }
+    }
 
     private struct Push: Decodable {
         struct Item: Decodable {
@@ -127,6 +154,7 @@ public final class MirrorOracle {
         let items = Dictionary(push.mutations.map { ($0.mutation, $0) }, uniquingKeysWith: { first, _ in first })
         for result in results.results where result.status == "applied" || result.status == "not_found" {
             guard let item = items[result.mutation] else { continue }
+            if item.op == "delete" { everDeleted.insert("\(item.kind) \(item.id)") }
             guard let seq = result.seq else {
                 // A delete of what the hub did not have: an intent that supersedes older writes all the same.
                 if item.op == "delete" {
@@ -184,6 +212,25 @@ public final class MirrorOracle {
             for mismatch in try store.rollupMismatches().prefix(3) {
                 rollupErrors += 1
                 findings.append("\(client.name) rollup: \(mismatch)")
+            }
+        }
+        for client in hub.ledgerClients {
+            if let halt = client.ledger.halt {
+                mismatches += 1
+                findings.append("\(client.name) is still halted after healing: \(halt.message)")
+                continue
+            }
+            var reads: [String: [String: [UInt8]]] = [:]
+            for entity in try client.source.all() { reads[entity.kind, default: [:]][entity.id] = entity.payload }
+            for kind in Set(reads.keys).union(truth.records.keys).sorted() {
+                let mine = reads[kind] ?? [:]
+                let expected = truth.records[kind] ?? [:]
+                guard mine != expected else { continue }
+                mismatches += 1
+                let extra = Set(mine.keys).subtracting(expected.keys).sorted().prefix(3)
+                let missing = Set(expected.keys).subtracting(mine.keys).sorted().prefix(3)
+                let differing = expected.keys.filter { mine[$0] != nil && mine[$0] != expected[$0] }.sorted().prefix(3)
+                findings.append("\(client.name)'s app store holds \(kind) unlike the hub: extra \(Array(extra)), missing \(Array(missing)), different \(Array(differing))")
             }
         }
         checkIntents(hubRecords, truth.members)

@@ -34,6 +34,8 @@ public final class SimulatedHub {
     public private(set) var pushesReceived: [String: Int] = [:]
     private(set) var rollups: [(kind: String, set: String, member: String)] = []
     public private(set) var clients: [SimulatedClient] = []
+    /// The ledger clients (`client C ledger`).
+    public private(set) var ledgerClients: [SimulatedLedgerClient] = []
     /// The hub's latest backup, for a random restore.
     public private(set) var lastBackup: String?
     /// Every push the hub answered, for the judgement after healing.
@@ -98,6 +100,7 @@ public final class SimulatedHub {
         guard !isDown else { return .unreachable("the hub is down") }
         if case .push = request.purpose {
             pushesReceived[client, default: 0] += 1
+            if let ledger = ledgerClient(client) { oracle.observe(ledgerPush: request.body, from: ledger) }
             if !pushFaults.isEmpty {
                 let fault = pushFaults.removeFirst()
                 switch fault {
@@ -151,6 +154,9 @@ public final class SimulatedHub {
             let client = try SimulatedClient(name: name, path: folder + "/client-\(name).sqlite", hub: self)
             for rule in rollups { try client.store.declareRollup(kind: rule.kind, set: rule.set, member: rule.member) }
             clients.append(client)
+        case .ledgerClient(let name):
+            guard client(name) == nil, ledgerClient(name) == nil else { throw SimulationInputError(message: "client \(name) exists") }
+            ledgerClients.append(try SimulatedLedgerClient(name: name, hub: self))
         case let .rollup(kind, set, member):
             rollups.append((kind, set, member))
             for client in clients { try client.store.declareRollup(kind: kind, set: set, member: member) }
@@ -186,7 +192,9 @@ public final class SimulatedHub {
             oracle.forks[oracle.epoch] = fork
             oracle.noteRestore(live: Set(try allRecords().filter { $0.value.payload != nil }.keys))
         default:
-            guard let name = statement.client, let client = client(name) else { throw SimulationInputError(message: "no such client") }
+            guard let name = statement.client else { throw SimulationInputError(message: "no such client") }
+            if let ledger = ledgerClient(name) { return try ledger.apply(statement) }
+            guard let client = client(name) else { throw SimulationInputError(message: "no such client \(name)") }
             try client.apply(statement)
         }
     }
@@ -206,6 +214,8 @@ public final class SimulatedHub {
     }
 
     public func client(_ name: String) -> SimulatedClient? { clients.first { $0.name == name } }
+
+    public func ledgerClient(_ name: String) -> SimulatedLedgerClient? { ledgerClients.first { $0.name == name } }
 
     // MARK: - The hub's truth
 
@@ -267,9 +277,9 @@ extension HubStatement {
         switch self {
         case .put(let client, _, _, _, _), .delete(let client, _, _), .member(let client, _, _, _, _, _), .groupMember(let client, _, _, _, _, _),
             .step(let client, _), .crashAt(let client, _), .crash(let client), .skew(let client, _), .backupClient(let client, _),
-            .restoreClient(let client, _):
+            .restoreClient(let client, _), .appWrite(let client, _, _, _), .corruptLedger(let client), .wipeKeepingIdentity(let client):
             client
-        case .start, .appendOnly, .client, .rollup, .failPushes, .down, .up, .heal, .backup, .restore:
+        case .start, .appendOnly, .client, .ledgerClient, .rollup, .failPushes, .down, .up, .heal, .backup, .restore:
             nil
         }
     }

@@ -284,7 +284,7 @@ public struct SimulationRun {
             for statement in mirror.heal(simulation) { try run(statement) }
             let oracle = hub.oracle
             try oracle.check(hub)
-            outcome.mirrorFailures = oracle.mismatches + oracle.resurrections + oracle.appliedTwice + oracle.lostIntents + oracle.rollupErrors
+            outcome.mirrorFailures = oracle.failures
             outcome.mirrorMutations = oracle.appliedCount
             outcome.findings += oracle.findings
         }

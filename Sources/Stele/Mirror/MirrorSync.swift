@@ -10,6 +10,8 @@ public struct MirrorRequest: Sendable, Equatable {
         case changes
         /// A page of the replay.
         case replay
+        /// One record, read again (a ledger client's change the hub would not take).
+        case fetch(kind: String, id: String)
     }
 
     public let purpose: Purpose
@@ -46,6 +48,8 @@ public enum MirrorStep: Sendable, Equatable {
     case replayStarted
     /// A pull failed (the hub could not be reached, refused, or answered garbage).
     case pullFailed(reason: String, reachable: Bool)
+    /// One record read again and applied (a ledger client's).
+    case fetched(changed: Int)
 }
 
 /// The mirror client's protocol, sans I/O (DESIGN §3): it turns the store's
@@ -120,6 +124,7 @@ public final class MirrorSync {
         case .push(let mutations): return try handlePush(reply, mutations)
         case .changes: return try handleChanges(reply)
         case .replay: return try handleReplay(reply)
+        case .fetch: return .pullFailed(reason: "a mirror client reads no single record", reachable: true)
         }
     }
 

@@ -13,6 +13,8 @@ struct ParseState {
     var devices: Set<String> = []
     /// The hub's mirror clients (`client C`), and whether the hub was started.
     var clients: Set<String> = []
+    /// The clients among them that are ledger clients (`client C ledger`).
+    var ledgerClients: Set<String> = []
     var hasHub = false
     var namespaces: [String: NamespaceKind] = [:]
     var hasFleet = false
@@ -142,6 +144,20 @@ struct ParseState {
     }
 
     /// A hub statement needs the hub started above.
+    /// A statement only a mirror client makes (its app writes through Stele's store).
+    func needMirrorClient(_ name: String, _ what: String) throws {
+        guard !ledgerClients.contains(name) else {
+            throw Message("\(name) is a ledger client, which has no \(what): its app writes its own store with \(name) app put KIND ID VALUE and \(name) app delete KIND ID")
+        }
+    }
+
+    /// A statement only a ledger client makes (its app owns its store).
+    func needLedgerClient(_ name: String, _ what: String) throws {
+        guard ledgerClients.contains(name) else {
+            throw Message("\(name) is a mirror client, which has no \(what); declare a ledger client with client \(name) ledger")
+        }
+    }
+
     func needHub() throws {
         guard hasHub else { throw Message("start the hub first: write hub") }
     }

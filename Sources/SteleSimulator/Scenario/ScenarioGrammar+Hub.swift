@@ -45,9 +45,14 @@ extension ScenarioGrammar {
             print: { if case .hub(.client(let name)) = $0 { [.word(name)] } else { nil } }),
         StatementForm(
             "client", .declaring("C", "a client name"), "ledger",
-            check: { _, _ in throw Message("ledger clients arrive with the ledger (issue 19); declare a mirror client with client C") },
-            build: { .hub(.client($0.word(0))) },
-            print: { _ in nil }),
+            check: { state, arguments in
+                try state.needHub()
+                let name = arguments.word(0)
+                guard !state.devices.contains(name), state.clients.insert(name).inserted else { throw Message("\(name) is named twice") }
+                state.ledgerClients.insert(name)
+            },
+            build: { .hub(.ledgerClient($0.word(0))) },
+            print: { if case .hub(.ledgerClient(let name)) = $0 { [.word(name)] } else { nil } }),
         StatementForm(
             "rollup", kind, set, member,
             check: { state, _ in try state.needHub() },
@@ -110,16 +115,19 @@ extension ScenarioGrammar {
     static let clientActions: [StatementForm] = [
         StatementForm(
             clientSubject, "put", kind, id, .value("VALUE", "a value"),
+            check: { state, arguments in try state.needMirrorClient(arguments.word(0), "put of its own") },
             build: { .hub(.put(client: $0.word(0), kind: $0.word(1), id: $0.word(2), value: $0.word(3), group: nil)) },
             print: { if case let .hub(.put(client, kind, id, value, nil)) = $0 { [.word(client), .word(kind), .word(id), .word(value)] } else { nil } }),
         StatementForm(
             clientSubject, "put", kind, id, .value("VALUE", "a value"), "group", group,
+            check: { state, arguments in try state.needMirrorClient(arguments.word(0), "put of its own") },
             build: { .hub(.put(client: $0.word(0), kind: $0.word(1), id: $0.word(2), value: $0.word(3), group: $0.word(4))) },
             print: {
                 if case let .hub(.put(client, kind, id, value, group?)) = $0 { [.word(client), .word(kind), .word(id), .word(value), .word(group)] } else { nil }
             }),
         StatementForm(
             clientSubject, "delete", kind, id,
+            check: { state, arguments in try state.needMirrorClient(arguments.word(0), "delete of its own") },
             build: { .hub(.delete(client: $0.word(0), kind: $0.word(1), id: $0.word(2))) },
             print: { if case let .hub(.delete(client, kind, id)) = $0 { [.word(client), .word(kind), .word(id)] } else { nil } }),
         memberForm("add", add: true),
@@ -129,9 +137,30 @@ extension ScenarioGrammar {
     ] + HubStatement.ClientStep.allCases.map { step in
         StatementForm(
             clientSubject, Slot(stringLiteral: step.rawValue),
+            check: { state, arguments in if step == .undo { try state.needMirrorClient(arguments.word(0), "undo") } },
             build: { .hub(.step(client: $0.word(0), step)) },
             print: { if case let .hub(.step(client, done)) = $0, done == step { [.word(client)] } else { nil } })
     } + [
+        StatementForm(
+            clientSubject, "app", "put", kind, id, .value("VALUE", "a value"),
+            check: { state, arguments in try state.needLedgerClient(arguments.word(0), "app of its own (its writes go through Stele's store: C put)") },
+            build: { .hub(.appWrite(client: $0.word(0), kind: $0.word(1), id: $0.word(2), value: $0.word(3))) },
+            print: { if case let .hub(.appWrite(client, kind, id, value?)) = $0 { [.word(client), .word(kind), .word(id), .word(value)] } else { nil } }),
+        StatementForm(
+            clientSubject, "app", "delete", kind, id,
+            check: { state, arguments in try state.needLedgerClient(arguments.word(0), "app of its own (its writes go through Stele's store: C delete)") },
+            build: { .hub(.appWrite(client: $0.word(0), kind: $0.word(1), id: $0.word(2), value: nil)) },
+            print: { if case let .hub(.appWrite(client, kind, id, nil)) = $0 { [.word(client), .word(kind), .word(id)] } else { nil } }),
+        StatementForm(
+            clientSubject, "corrupt", "ledger",
+            check: { state, arguments in try state.needLedgerClient(arguments.word(0), "ledger") },
+            build: { .hub(.corruptLedger(client: $0.word(0))) },
+            print: { if case .hub(.corruptLedger(let client)) = $0 { [.word(client)] } else { nil } }),
+        StatementForm(
+            clientSubject, "wipe", "keeping", "identity",
+            check: { state, arguments in try state.needLedgerClient(arguments.word(0), "app store of its own") },
+            build: { .hub(.wipeKeepingIdentity(client: $0.word(0))) },
+            print: { if case .hub(.wipeKeepingIdentity(let client)) = $0 { [.word(client)] } else { nil } }),
         StatementForm(
             clientSubject, "crash", .choice(MirrorDriver.CrashPoint.self, "POINT", noun: "crash point"),
             build: { .hub(.crashAt(client: $0.word(0), $0.choice(1, as: MirrorDriver.CrashPoint.self))) },
@@ -141,6 +170,7 @@ extension ScenarioGrammar {
     private static func memberForm(_ word: String, add: Bool) -> StatementForm {
         StatementForm(
             clientSubject, Slot(stringLiteral: word), kind, id, set, member,
+            check: { state, arguments in try state.needMirrorClient(arguments.word(0), "sets") },
             build: { .hub(.member(client: $0.word(0), add: add, kind: $0.word(1), id: $0.word(2), set: $0.word(3), member: $0.word(4))) },
             print: {
                 if case let .hub(.member(client, adds, kind, id, set, member)) = $0, adds == add {
@@ -152,6 +182,7 @@ extension ScenarioGrammar {
     private static func groupForm(_ word: String, add: Bool) -> StatementForm {
         StatementForm(
             clientSubject, Slot(stringLiteral: word), kind, group, set, member,
+            check: { state, arguments in try state.needMirrorClient(arguments.word(0), "sets") },
             build: { .hub(.groupMember(client: $0.word(0), add: add, kind: $0.word(1), group: $0.word(2), set: $0.word(3), member: $0.word(4))) },
             print: {
                 if case let .hub(.groupMember(client, adds, kind, group, set, member)) = $0, adds == add {

@@ -8,7 +8,7 @@ extension ScenarioRunner {
             return
         }
         guard let hub = simulation.hub else { throw Failure(expected: "a hub", found: "no hub; start it with hub") }
-        if let name = statement.client, hub.client(name) == nil { throw Failure(expected: "client \(name)", found: "no such client") }
+        if let name = statement.client, hub.client(name) == nil, hub.ledgerClient(name) == nil { throw Failure(expected: "client \(name)", found: "no such client") }
         try hub.apply(statement)
     }
 
@@ -23,6 +23,7 @@ extension ScenarioRunner {
 
     func checkHub(_ expectation: HubExpectation) throws {
         guard let hub = simulation.hub else { throw Failure(expected: "a hub", found: "no hub; start it with hub") }
+        if let name = expectation.client, let ledger = hub.ledgerClient(name) { return try checkLedger(expectation, ledger) }
         switch expectation {
         case let .value(name, kind, id, value):
             let found = try client(name).store.value(kind: kind, id: id)
@@ -70,6 +71,55 @@ extension ScenarioRunner {
             // A mirror client never halts: every failure it meets is retried or ends as a failed mutation.
             _ = try client(name)
             guard !halted else { throw Failure(expected: "\(name) halted", found: "running (a mirror client does not halt)") }
+        }
+    }
+
+    /// A ledger client's expectations: its app's store, its ledger's outbox and conflicts, its halt.
+    private func checkLedger(_ expectation: HubExpectation, _ client: SimulatedLedgerClient) throws {
+        switch expectation {
+        case let .value(_, kind, id, value):
+            let found = try client.source.payload(kind: kind, id: id)
+            guard found == value.map({ Array($0.utf8) }) else { throw Failure(expected: show(value.map { Array($0.utf8) }), found: show(found)) }
+        case let .queue(name, which, count):
+            let outbox = try client.ledger.status()
+            let found =
+                switch which {
+                case .pending: outbox.pending
+                case .inFlight: 0
+                case .failed: outbox.failed
+                }
+            guard found == count else { throw Failure(expected: "\(count) \(which.rawValue) in \(name)'s outbox", found: "\(found) (pending \(outbox.pending), failed \(outbox.failed))") }
+        case let .conflict(_, kind, id):
+            let conflicts = try client.ledger.conflicts()
+            guard conflicts.contains(where: { $0.kind == kind && $0.id == id }) else {
+                throw Failure(expected: "a conflict event for \(kind) \(id)", found: conflicts.isEmpty ? "none" : conflicts.map { "\($0.kind) \($0.id)" }.joined(separator: ", "))
+            }
+        case let .halted(name, halted):
+            let halt = client.ledger.halt
+            guard (halt != nil) == halted else {
+                throw Failure(expected: halted ? "\(name) halted" : "\(name) not halted", found: halt.map { "halted: \($0.message)" } ?? "running")
+            }
+        case let .member(name, _, _, _, _, _), let .group(name, _, _, _, _, _):
+            throw Failure(expected: "a set of \(name)'s", found: "\(name) is a ledger client, which keeps no sets")
+        case let .pushes(name, count):
+            let found = client.hub.pushesReceived[name, default: 0]
+            guard found == count else { throw Failure(expected: "\(count) pushes from \(name)", found: "\(found)") }
+        case .hubValue, .hubMember, .tombstones:
+            // About the hub alone: checkHub judges them.
+            break
+        }
+    }
+}
+
+extension HubExpectation {
+    /// The client an expectation is about, if any.
+    var client: String? {
+        switch self {
+        case .value(let client, _, _, _), .member(let client, _, _, _, _, _), .group(let client, _, _, _, _, _), .queue(let client, _, _), .pushes(let client, _),
+            .conflict(let client, _, _), .halted(let client, _):
+            client
+        case .hubValue, .hubMember, .tombstones:
+            nil
         }
     }
 }

@@ -131,6 +131,14 @@ public enum HubStatement: Sendable, Equatable {
     case skew(client: String, milliseconds: Int64)
     case backupClient(client: String, label: String)
     case restoreClient(client: String, label: String)
+    /// `client C ledger`: a ledger client (the app owns its store).
+    case ledgerClient(String)
+    /// `C app put KIND ID VALUE` (a value) / `C app delete KIND ID` (nil): the app writes its own store.
+    case appWrite(client: String, kind: String, id: String, value: String?)
+    /// `C corrupt ledger`: the ledger's file damaged on disk.
+    case corruptLedger(client: String)
+    /// `C wipe keeping identity`: the app's store emptied, its identity kept (the wipe only its emptiness betrays).
+    case wipeKeepingIdentity(client: String)
 }
 
 /// What a hub scenario says must hold of the hub or a client.

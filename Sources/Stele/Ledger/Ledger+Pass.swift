@@ -1,0 +1,261 @@
+import SteleSQL
+
+/// The sync pass (002 "Ledgers and the Transition to Absence"): the app's
+/// entities against the stamps.
+extension Ledger {
+    /// What a pass found.
+    public struct PassReport: Sendable, Equatable {
+        /// Entities the store holds.
+        public var entities = 0
+        /// New or changed entities, queued as upserts.
+        public var upserts = 0
+        /// Stamped entities gone from the store, queued as tombstones.
+        public var tombstones = 0
+        /// Versions the hub is known to lack (it was rewound), queued again as they were.
+        public var resent = 0
+        /// Remote versions a crash left half-applied, found in the store and adopted.
+        public var recovered = 0
+        /// True while the ledger adopts after a reset: the pass only recorded the store's identity.
+        public var adopting = false
+    }
+
+    struct Key: Hashable {
+        let kind: String
+        let id: String
+    }
+
+    /// Diffs the app's current entities against the stamps and queues what changed,
+    /// in one transaction of the ledger (nothing is sent here):
+    /// - a new entity or a changed fingerprint → an upsert dated now, and never
+    ///   earlier than the version it changes (an edit made on top of a version comes after it);
+    /// - a stamp whose entity is gone → a tombstone dated the same way;
+    /// - nothing else.
+    ///
+    /// - Parameter confirmingEmptyStore: the app says its store is empty because its
+    ///   user deleted everything. Without it an empty store under live stamps is taken
+    ///   for a wipe and refused.
+    /// - Throws: ``LedgerError``: the halt, if sync is halted; `storeReplaced` or
+    ///   `storeEmptied` (sync then halts until ``reset()``); `duplicateEntity`,
+    ///   `invalidEntity`, `encoding`, `source` for the store's bad input, which change nothing.
+    @discardableResult
+    public func pass(confirmingEmptyStore: Bool = false) throws -> PassReport {
+        let connection = try database()
+        var report = PassReport()
+        let identity = try fromSource("report its identity") { try source.storeIdentity() }
+        report.recovered = try recoverJournal(connection)
+        if let known = try meta("identity", connection).asText, known != identity {
+            let error = LedgerError(
+                .storeReplaced,
+                "the app's store reports identity \(identity), the ledger \(path) knows \(known): the store was wiped or replaced, so sync refuses to turn its absence into tombstones; call reset() to download everything again (002 \"State Wipes\")",
+                file: path)
+            try halt(error)
+            throw error
+        }
+        if try meta("adopting", connection).asInteger == 1 {
+            // After a reset the download comes first: nothing is compared or sent until it ends.
+            try write(connection) { try setMeta("identity", .text(identity), connection) }
+            report.adopting = true
+            return report
+        }
+
+        // The stamps, by identity, with what the pass learns of each.
+        var index: [Key: Int] = [:]
+        var fingerprints: [Hash32?] = []
+        var modified: [Int64] = []
+        var unsent: [Bool] = []
+        var seen: [Bool] = []
+        var live = 0
+        let count = Int(try connection.scalarInt("SELECT count(*) FROM ledger_stamps") ?? 0)
+        index.reserveCapacity(count)
+        fingerprints.reserveCapacity(count)
+        modified.reserveCapacity(count)
+        unsent.reserveCapacity(count)
+        let read = try connection.cached(literal: "SELECT kind, id, fingerprint, modified_at, unsent FROM ledger_stamps")
+        read.reset()
+        while try read.step() {
+            index[Key(kind: read.text(0), id: read.text(1))] = fingerprints.count
+            if read.isNull(2) {
+                fingerprints.append(nil)
+            } else {
+                fingerprints.append(
+                    try read.withBlob(2) { bytes in
+                        guard bytes.count == Hash32.byteCount else { throw LedgerError(.corrupt, "a stamp's fingerprint does not parse") }
+                        return Hash32(unsafeBytes: bytes)
+                    })
+                live += 1
+            }
+            modified.append(read.int64(3))
+            unsent.append(read.int64(4) == 1)
+        }
+        read.reset()
+        seen = Array(repeating: false, count: fingerprints.count)
+
+        // The store's entities against them.
+        struct Change {
+            let key: Key
+            let payload: [UInt8]?
+            let fingerprint: Hash32?
+            /// The date the change gets; `nil`: now, and after the stamp's.
+            let keepDate: Int64?
+            let after: Int64?
+        }
+        var changes: [Change] = []
+        var unstamped = Set<Key>()
+        let limit = configuration.maximumPayloadBytes
+        try fromSource("list its entities") {
+            try source.forEachEntity { entity in
+                report.entities += 1
+                guard (1...1024).contains(entity.kind.utf8.count), (1...1024).contains(entity.id.utf8.count) else {
+                    throw LedgerError(.invalidEntity, "an entity has kind \"\(entity.kind.prefix(40))\" and id \"\(entity.id.prefix(40))\": each must be 1 to 1,024 bytes; nothing was synced")
+                }
+                guard entity.payload.count <= limit else {
+                    throw LedgerError(
+                        .invalidEntity, "\(entity.kind) \(entity.id) encodes to \(entity.payload.count) bytes, over the hub's limit of \(limit); nothing was synced")
+                }
+                let key = Key(kind: entity.kind, id: entity.id)
+                let print = hasher.hash(entity.payload)
+                if let slot = index[key] {
+                    guard !seen[slot] else { throw Self.duplicate(key) }
+                    seen[slot] = true
+                    if fingerprints[slot] == print {
+                        if unsent[slot] { changes.append(Change(key: key, payload: entity.payload, fingerprint: print, keepDate: modified[slot], after: nil)) }
+                    } else {
+                        changes.append(Change(key: key, payload: entity.payload, fingerprint: print, keepDate: nil, after: modified[slot]))
+                    }
+                } else {
+                    guard unstamped.insert(key).inserted else { throw Self.duplicate(key) }
+                    changes.append(Change(key: key, payload: entity.payload, fingerprint: print, keepDate: nil, after: nil))
+                }
+            }
+        }
+        if report.entities == 0 && live > 0 && !confirmingEmptyStore {
+            let error = LedgerError(
+                .storeEmptied,
+                "the app's store is empty and the ledger \(path) stamps \(live) live entities: the store was wiped, so sync refuses to turn its absence into tombstones; call reset() to download everything again, or pass confirmingEmptyStore when the user deleted everything (002 \"State Wipes\")",
+                file: path)
+            try halt(error)
+            throw error
+        }
+        for (key, slot) in index where !seen[slot] {
+            if fingerprints[slot] != nil {
+                changes.append(Change(key: key, payload: nil, fingerprint: nil, keepDate: nil, after: modified[slot]))
+            } else if unsent[slot] {
+                changes.append(Change(key: key, payload: nil, fingerprint: nil, keepDate: modified[slot], after: nil))
+            }
+        }
+
+        // What changed, stamped and queued in one transaction.
+        try write(connection) {
+            let now = try stampNow(connection)
+            let client = try meta("client", connection).asText ?? "ledger"
+            let stamp = try connection.cached(
+                literal: """
+                    INSERT INTO ledger_stamps (kind, id, fingerprint, modified_at, seq, unsent, seen) VALUES (?1, ?2, ?3, ?4, 0, 0, 0)
+                    ON CONFLICT (kind, id) DO UPDATE SET fingerprint = excluded.fingerprint, modified_at = excluded.modified_at, seq = 0, unsent = 0
+                    """)
+            let queue = try connection.cached(
+                literal: """
+                    INSERT INTO ledger_outbox (mutation, kind, id, op, payload, modified_at, ordinal) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                    ON CONFLICT (kind, id) DO UPDATE SET mutation = excluded.mutation, op = excluded.op, payload = excluded.payload, modified_at = excluded.modified_at,
+                        state = 'pending', attempts = 0, next_attempt_at = 0, ordinal = excluded.ordinal, last_error = NULL
+                    """)
+            for change in changes {
+                let date = change.keepDate ?? max(now, (change.after ?? Int64.min) &+ 1)
+                stamp.reset()
+                try stamp.bind(1, change.key.kind)
+                try stamp.bind(2, change.key.id)
+                if let print = change.fingerprint { try print.withBytes { try stamp.bind(3, rawBytes: $0) } } else { try stamp.bindNull(3) }
+                try stamp.bind(4, date)
+                _ = try stamp.step()
+                let number = try nextNumber(connection)
+                queue.reset()
+                try queue.bind(1, "\(client)-\(number)")
+                try queue.bind(2, change.key.kind)
+                try queue.bind(3, change.key.id)
+                try queue.bind(4, change.payload == nil ? "delete" : "put")
+                if let payload = change.payload { try queue.bind(5, payload) } else { try queue.bindNull(5) }
+                try queue.bind(6, date)
+                try queue.bind(7, number)
+                _ = try queue.step()
+                if change.keepDate != nil {
+                    report.resent += 1
+                } else if change.payload == nil {
+                    report.tombstones += 1
+                } else {
+                    report.upserts += 1
+                }
+            }
+            stamp.reset()
+            queue.reset()
+            try setMeta("identity", .text(identity), connection)
+            try setMeta("entity_count", .integer(Int64(report.entities)), connection)
+        }
+        return report
+    }
+
+    private static func duplicate(_ key: Key) -> LedgerError {
+        LedgerError(.duplicateEntity, "the app's store reported \(key.kind) \(key.id) twice in one pass; nothing was synced: each entity must be listed once")
+    }
+
+    /// Finishes what a crash interrupted between the app's transaction and the
+    /// ledger's: a remote version the store now holds is adopted as its stamp, so
+    /// the pass does not take it for a local edit; one the store does not hold was
+    /// not applied, and the pull brings it again (its cursor did not move).
+    func recoverJournal(_ connection: Connection) throws -> Int {
+        let rows = try connection.query("SELECT kind, id, fingerprint, modified_at, seq FROM ledger_applying") {
+            (kind: $0.text(0), id: $0.text(1), fingerprint: $0.isNull(2) ? nil : $0.blob(2), modified: $0.int64(3), seq: $0.int64(4))
+        }
+        guard !rows.isEmpty else { return 0 }
+        var adopted = 0
+        var matches: [Bool] = []
+        for row in rows {
+            let current = try fromSource("read \(row.kind) \(row.id)") { try source.payload(kind: row.kind, id: row.id) }
+            let held = current.map { fingerprint($0).bytes }
+            matches.append(held == row.fingerprint)
+        }
+        try write(connection) {
+            for (row, matched) in zip(rows, matches) where matched {
+                try connection.execute(
+                    """
+                    INSERT INTO ledger_stamps (kind, id, fingerprint, modified_at, seq) VALUES (?1, ?2, ?3, ?4, ?5)
+                    ON CONFLICT (kind, id) DO UPDATE SET fingerprint = excluded.fingerprint, modified_at = excluded.modified_at, seq = excluded.seq, unsent = 0
+                    """, [.text(row.kind), .text(row.id), row.fingerprint.map(SQLValue.blob) ?? .null, .integer(row.modified), .integer(row.seq)])
+                adopted += 1
+            }
+            try connection.execute("DELETE FROM ledger_applying")
+        }
+        return adopted
+    }
+
+    /// A remote deletion reported by identity alone (a CloudKit hard delete gives
+    /// only the record's name; 002 "Platforms like CloudKit…"), completed from the
+    /// ledger's stamp into a proper tombstone: dated now, and never before the
+    /// version the ledger knows. The entity leaves the app's store, the stamp
+    /// becomes the tombstone, and the tombstone is queued for the hub, so every
+    /// other device learns of it as of any delete.
+    ///
+    /// - Returns: the tombstone's date; `nil` when the ledger has no stamp for the
+    ///   identity (it never saw the entity, so there is nothing to delete and
+    ///   nothing to date: no tombstone is made).
+    @discardableResult
+    public func completeRemoteDeletion(kind: String, id: String) throws -> Int64? {
+        let connection = try database()
+        guard let stamp = try stamp(kind: kind, id: id) else { return nil }
+        if stamp.isTombstone { return stamp.modifiedAt }
+        let date = max(try stampNow(connection), stamp.modifiedAt &+ 1)
+        try fromSource("delete \(kind) \(id)") { try source.apply([.delete(kind: kind, id: id)]) }
+        try write(connection) {
+            try connection.execute(
+                "UPDATE ledger_stamps SET fingerprint = NULL, modified_at = ?3, seq = 0, unsent = 0 WHERE kind = ?1 AND id = ?2", [.text(kind), .text(id), .integer(date)])
+            let number = try nextNumber(connection)
+            let client = try meta("client", connection).asText ?? "ledger"
+            try connection.execute(
+                """
+                INSERT INTO ledger_outbox (mutation, kind, id, op, payload, modified_at, ordinal) VALUES (?1, ?2, ?3, 'delete', NULL, ?4, ?5)
+                ON CONFLICT (kind, id) DO UPDATE SET mutation = excluded.mutation, op = 'delete', payload = NULL, modified_at = excluded.modified_at,
+                    state = 'pending', attempts = 0, next_attempt_at = 0, ordinal = excluded.ordinal, last_error = NULL
+                """, [.text("\(client)-\(number)"), .text(kind), .text(id), .integer(date), .integer(number)])
+        }
+        return date
+    }
+}
