@@ -6,23 +6,54 @@ import Stele
 /// step is a scenario statement, so the run's transcript replays it.
 struct MirrorWorkload {
     let clients: [String]
+    /// Ledger clients (`--ledger-clients`): apps that own their store, writing notes and entries.
+    let ledgerClients: [String]
     private var written = 0
 
-    init(clients: Int) {
+    init(clients: Int, ledgerClients: Int = 0) {
         self.clients = (0..<clients).map { "c\($0)" }
+        self.ledgerClients = (0..<ledgerClients).map { "l\($0)" }
     }
+
+    private var everyone: [String] { clients + ledgerClients }
 
     /// The hub, its append-only kind, the inbox rollup and the clients.
     func setup() -> [Statement] {
-        guard !clients.isEmpty else { return [] }
+        guard !everyone.isEmpty else { return [] }
         return [.hub(.start), .hub(.appendOnly(kind: "entry")), .hub(.rollup(kind: "mail", set: "labels", member: "INBOX"))] + clients.map { .hub(.client($0)) }
+            + ledgerClients.map { .hub(.ledgerClient($0)) }
+    }
+
+    /// A ledger client's next step: its app's writes and hard deletes, its syncs,
+    /// and the wipes, resets and damage 002 is about.
+    private mutating func nextForLedger(_ client: String, _ random: inout SplitMix64) -> [Statement] {
+        let note = "n\(random.value(in: 0...7))"
+        let entry = "e\(random.value(in: 0...3))"
+        written += 1
+        switch random.value(in: 0...199) {
+        case 0..<56: return [.hub(.appWrite(client: client, kind: "note", id: note, value: "a\(written)"))]
+        case 56..<82: return [.hub(.appWrite(client: client, kind: "note", id: note, value: nil))]
+        case 82..<92: return [.hub(.appWrite(client: client, kind: "entry", id: entry, value: "y\(written)"))]
+        case 92..<96: return [.hub(.appWrite(client: client, kind: "entry", id: entry, value: nil))]
+        case 96..<118: return [.hub(.step(client: client, .flush))]
+        case 118..<134: return [.hub(.step(client: client, .pull))]
+        case 134..<174: return [.hub(.step(client: client, .sync))]
+        case 174..<178: return [.hub(.step(client: client, .retry))]
+        case 178..<184: return [.hub(.step(client: client, .replay))]
+        case 184..<187: return [.hub(.step(client: client, .wipe))]
+        case 187..<189: return [.hub(.wipeKeepingIdentity(client: client))]
+        case 189..<191: return [.hub(.corruptLedger(client: client))]
+        default: return [.hub(.step(client: client, .reset))]
+        }
     }
 
     private static let labels = ["INBOX", "STARRED", "UNREAD"]
 
     /// One client's next step.
     mutating func next(_ random: inout SplitMix64) -> [Statement] {
-        let client = clients[Int(random.next() % UInt64(clients.count))]
+        let pick = Int(random.next() % UInt64(everyone.count))
+        if pick >= clients.count { return nextForLedger(everyone[pick], &random) }
+        let client = clients[pick]
         let message = "m\(random.value(in: 0...23))"
         let thread = "t\(random.value(in: 0...5))"
         let label = Self.labels[Int(random.next() % UInt64(Self.labels.count))]
@@ -49,8 +80,8 @@ struct MirrorWorkload {
 
     /// One of the hub's faults.
     func fault(_ kind: SimulationRun.Fault, _ random: inout SplitMix64, _ simulation: Simulation) -> [Statement] {
-        guard let hub = simulation.hub, !clients.isEmpty else { return [] }
-        let client = clients[Int(random.next() % UInt64(clients.count))]
+        guard let hub = simulation.hub, !everyone.isEmpty else { return [] }
+        let client = everyone[Int(random.next() % UInt64(everyone.count))]
         simulation.count(kind.rawValue)
         if kind == .hubRestore {
             // A backup now and then; a restore of the last one later (the hub's history rewound).
@@ -70,14 +101,22 @@ struct MirrorWorkload {
         }
     }
 
-    /// Heals: the hub up and its injected push failures dropped, then each client retries what failed and syncs until quiet, twice round.
-    func heal(_ simulation: Simulation) -> [Statement] {
-        guard simulation.hub != nil, !clients.isEmpty else { return [] }
-        var steps: [Statement] = [.hub(.heal)]
+    /// Heals: the hub up and its injected push failures dropped, then each client
+    /// retries what failed and syncs until quiet, twice round; a ledger client still
+    /// halted is reset and syncs again (a reset is the only way on, 002).
+    func heal(_ simulation: Simulation, run: (Statement) throws -> Void) throws {
+        guard let hub = simulation.hub, !everyone.isEmpty else { return }
+        try run(.hub(.heal))
         for _ in 0..<2 {
-            for client in clients { steps += [.hub(.step(client: client, .retry)), .hub(.step(client: client, .sync))] }
+            for client in everyone {
+                try run(.hub(.step(client: client, .retry)))
+                try run(.hub(.step(client: client, .sync)))
+                if hub.ledgerClient(client)?.halted == true {
+                    try run(.hub(.step(client: client, .reset)))
+                    try run(.hub(.step(client: client, .sync)))
+                }
+            }
         }
-        for client in clients { steps.append(.hub(.step(client: client, .sync))) }
-        return steps
+        for client in everyone { try run(.hub(.step(client: client, .sync))) }
     }
 }

@@ -24,6 +24,10 @@ public final class SimulatedLedgerClient {
     private(set) var appDeleted: Set<String> = []
     /// The app's store is empty because its user deleted everything (not a wipe).
     private var emptiedByUser = false
+    /// What the app's user deleted since the last pass, of what the store held at that
+    /// pass: the app confirms that many deletions (an app counts what its user removed).
+    private var deletedSincePass: Set<String> = []
+    private var heldAtPass: Set<String> = []
 
     init(name: String, hub: SimulatedHub) throws {
         self.name = name
@@ -39,6 +43,10 @@ public final class SimulatedLedgerClient {
     private static func open(_ path: String, _ source: SQLiteTableSource, _ clock: ManualWallClock, _ hub: SimulatedHub) throws -> (Ledger, LedgerDriver) {
         var configuration = Ledger.Configuration()
         configuration.clock = clock
+        // The simulated app counts what its user deletes and confirms exactly that, so any
+        // tombstone beyond it is refused (the default guard, for apps that do not count,
+        // refuses only a wave over half the store).
+        configuration.massDeletionFraction = 0
         let ledger = try Ledger(path: path, source: source, account: hub.account.hex, hub: "simulated", configuration: configuration)
         return (ledger, LedgerDriver(sync: LedgerSync(ledger: ledger), transport: Transport(), sleepUntil: { _ in }))
     }
@@ -85,6 +93,7 @@ public final class SimulatedLedgerClient {
             } else {
                 try source.delete(kind: kind, id: id)
                 appDeleted.insert("\(kind) \(id)")
+                if heldAtPass.contains("\(kind) \(id)") { deletedSincePass.insert("\(kind) \(id)") }
                 if try source.all().isEmpty { emptiedByUser = true }
             }
             hub.oracle.noteIntent([MirrorOracle.Target(kind: kind, id: id)])
@@ -127,7 +136,11 @@ public final class SimulatedLedgerClient {
     private func run(_ step: HubStatement.ClientStep) throws {
         driver.crashPoint = pendingCrash
         driver.confirmingEmptyStore = emptiedByUser
+        driver.confirmingDeletions = deletedSincePass.count
         defer { driver.crashPoint = nil }
+        hub.simulation.trace?(
+            String(format: "%10.3f s  %@  %@ (the app confirms %d deletions%@)", Double(hub.simulation.now) / 1_000, name, step.rawValue, deletedSincePass.count,
+                emptiedByUser ? " and an empty store" : ""))
         do {
             switch step {
             case .undo: throw SimulationInputError(message: "\(name) is a ledger client: its app has no undo")
@@ -144,15 +157,24 @@ public final class SimulatedLedgerClient {
                 lastRefusal = nil
             }
             if step == .flush || step == .sync { pendingCrash = nil }
+            if step == .flush || step == .sync || step == .replay { try passed() }
             if step != .wipe && step != .reset { lastRefusal = nil }
         } catch is MirrorDriver.Crashed {
+            // Every crash point lies after the pass: what it found is in the ledger.
             pendingCrash = nil
+            try passed()
             try restart()
         } catch let error as LedgerError where error.halts {
             // Sync refuses until a reset (the scenario says `expect C halted`); the run goes on.
             lastRefusal = error
             hub.simulation.trace?(String(format: "%10.3f s  %@  halted: %@", Double(hub.simulation.now) / 1_000, name, error.message))
         }
+    }
+
+    /// A pass went through: what the store holds now is what the next deletions are counted from.
+    private func passed() throws {
+        deletedSincePass = []
+        heldAtPass = Set(try source.all().map { "\($0.kind) \($0.id)" })
     }
 
     /// Damages the ledger's file on disk (SCENARIOS `C corrupt ledger`): a page of

@@ -18,6 +18,8 @@ public struct SimulationRun {
         public var devices = 3
         /// Mirror clients of a hub beside the fleet (`--clients N`); none by default.
         public var clients = 0
+        /// Ledger clients of the same hub (`--ledger-clients N`); none by default.
+        public var ledgerClients = 0
         public var steps = 200
         public var faults: Set<Fault> = Set(Fault.allCases)
         /// How long the healed phase may take to converge, in virtual milliseconds.
@@ -112,14 +114,15 @@ public struct SimulationRun {
         var workload = Workload()
         var backups: [String: String] = [:]
         // In a fixed order: a Set's order changes from process to process.
-        let faults = Fault.allCases.filter { options.faults.contains($0) && (($0 != .hub && $0 != .hubRestore) || options.clients > 0) }
-        var mirror = MirrorWorkload(clients: options.clients)
+        let hubClients = options.clients + options.ledgerClients
+        let faults = Fault.allCases.filter { options.faults.contains($0) && (($0 != .hub && $0 != .hubRestore) || hubClients > 0) }
+        var mirror = MirrorWorkload(clients: options.clients, ledgerClients: options.ledgerClients)
         for statement in mirror.setup() { try run(statement) }
 
         // Fault phase.
         for _ in 0..<options.steps {
             try run(.advance(random.value(in: 10...2_000)))
-            if options.clients > 0, random.chance(Double(100 * options.clients) / Double(options.clients + options.devices)) {
+            if hubClients > 0, random.chance(Double(100 * hubClients) / Double(hubClients + options.devices)) {
                 for statement in mirror.next(&random) { try run(statement) }
                 let hubFaults = faults.filter { $0 == .hub || $0 == .hubRestore }
                 if random.chance(12), let fault = hubFaults.randomElement(using: &random) {
@@ -279,9 +282,10 @@ public struct SimulationRun {
                 outcome.convergenceMilliseconds = nil
             }
         }
-        if options.clients > 0, let hub = simulation.hub {
-            // Healed: the hub up, every client retries what failed and syncs until quiet, twice round, then all are judged.
-            for statement in mirror.heal(simulation) { try run(statement) }
+        if hubClients > 0, let hub = simulation.hub {
+            // Healed: the hub up, every client retries what failed and syncs until quiet, twice round
+            // (a halted ledger client is reset), then all are judged.
+            try mirror.heal(simulation) { try run($0) }
             let oracle = hub.oracle
             try oracle.check(hub)
             outcome.mirrorFailures = oracle.failures

@@ -6,13 +6,18 @@ import SteleSimulator
 /// oracle. Exit 1 if any run broke a guarantee or did not converge.
 enum SimulateCommand {
     static let usage = """
-        usage: stele simulate [--seed S] [--seeds N] [--devices K] [--clients C] [--steps M] [--faults LIST] [--report FILE.svg] [--scenario FILE] [--json]
+        usage: stele simulate [--seed S] [--seeds N] [--devices K] [--clients C] [--ledger-clients L] [--steps M] [--faults LIST] [--report FILE.svg] [--scenario FILE] [--json]
           --seed S      the (base) seed; alone, one run, replayable bit for bit (default 1)
           --seeds N     N runs, seeds S, S+1, ...
           --devices K   devices per run (default 3)
           --clients C   mirror clients of a hub beside the fleet (default 0): their effective
                         reads must equal the hub's, no delete may come back, no mutation apply
                         twice, no intent be lost, every rollup equal its recomputation
+          --ledger-clients L
+                        ledger clients beside them (default 0): apps that own their store,
+                        wiping it, corrupting their ledger and resetting; their stores must
+                        equal the hub's, and none may push while halted or push a tombstone
+                        for what neither it nor the hub deleted
           --steps M     writes in the fault phase (default 200)
           --faults LIST comma-separated: \(SimulationRun.Fault.allCases.map(\.rawValue).joined(separator: ",")), or all, or none (default all)
           --report F    an SVG timeline of the first failing run (or of the run, with one seed)
@@ -22,7 +27,7 @@ enum SimulateCommand {
 
     static func run(_ arguments: [String]) throws {
         let parsed = try ParsedArguments(
-            arguments, flags: ["--json"], options: ["--seed", "--seeds", "--devices", "--clients", "--steps", "--faults", "--report", "--scenario"], usage: usage)
+            arguments, flags: ["--json"], options: ["--seed", "--seeds", "--devices", "--clients", "--ledger-clients", "--steps", "--faults", "--report", "--scenario"], usage: usage)
         guard parsed.positionals.isEmpty else { throw UsageError(message: "simulate takes no file; did you mean stele scenario?", usage: usage) }
         let base = try parseSeed(parsed.options["--seed"], usage: usage) ?? 1
         let count = try positive(parsed.options["--seeds"], "--seeds", default: 1, limit: 1_000_000)
@@ -34,6 +39,12 @@ enum SimulateCommand {
                 throw UsageError(message: "--clients needs a whole number from 0 to 20, got \(text)", usage: usage)
             }
             options.clients = clients
+        }
+        if let text = parsed.options["--ledger-clients"] {
+            guard let clients = Int(text), (0...20).contains(clients) else {
+                throw UsageError(message: "--ledger-clients needs a whole number from 0 to 20, got \(text)", usage: usage)
+            }
+            options.ledgerClients = clients
         }
         if let list = parsed.options["--faults"] { options.faults = try faults(list) }
 
@@ -75,7 +86,7 @@ enum SimulateCommand {
         if let failed {
             printError(
                 "stele simulate: \(summary.failures.count) of \(count) runs broke a guarantee; replay one with --seed \(failed.seed) "
-                    + "(and the same --devices, --clients, --steps and --faults)")
+                    + "(and the same --devices, --clients, --ledger-clients, --steps and --faults)")
             throw ExitStatus(code: 1)
         }
     }

@@ -179,6 +179,69 @@ extension Ledger {
         }
     }
 
+    /// What becomes of one record of the hub.
+    enum Action {
+        /// The stamp is this version: only its position is noted.
+        case sameVersion
+        /// The outbox's change, come back from the hub: it leaves the outbox.
+        case echo
+        /// The outbox's change beats it: it goes to the hub as planned.
+        case keepLocal
+        /// The stamp beats it: the hub lacks the stamp's version, which the next pass sends again.
+        case resend
+        /// The hub's version becomes the stamp (and the store's, when the store holds `expected`).
+        case take(expected: [UInt8]?, dropLocal: Bool, conflict: Bool)
+    }
+
+    struct Decision {
+        let record: MirrorStore.PulledRecord
+        var action: Action
+        var write: LedgerChange?
+        var conflictOp: String?
+        var conflictTime: Int64 = 0
+        var replaced = false
+    }
+
+    /// Last writer wins between the hub's version and the stamp's. Two live versions
+    /// of one time: the larger payload wins; the stamp's payload is what the store
+    /// holds, when the store agrees with the stamp, else the hub's stands.
+    func judge(_ record: MirrorStore.PulledRecord, against stamp: (fingerprint: [UInt8]?, modified: Int64), held: () throws -> [UInt8]?) throws -> Int {
+        if stamp.fingerprint != nil, stamp.modified == record.modifiedAt, record.payload != nil {
+            if let mine = try held(), fingerprint(mine).bytes == stamp.fingerprint {
+                return Self.order(record.modifiedAt, record.payload, stamp.modified, mine)
+            }
+            return 1
+        }
+        return Self.order(record.modifiedAt, record.payload, stamp.modified, stamp.fingerprint == nil ? nil : [])
+    }
+
+    /// A record of the first download after a reset. The stamps were kept and are
+    /// judged again: the hub's version is written over whatever the store holds,
+    /// unless the ledger holds a newer version the hub lost (a hub put back from a
+    /// backup) that the store still has, or a newer tombstone: those are sent again.
+    private func adopt(_ record: MirrorStore.PulledRecord, stamp: (fingerprint: [UInt8]?, modified: Int64)?, held: [UInt8]?, remotePrint: [UInt8]?) throws -> Decision {
+        let heldPrint = held.map { fingerprint($0).bytes }
+        var decision = Decision(record: record, action: .take(expected: heldPrint, dropLocal: false, conflict: false))
+        if let stamp {
+            let verdict = try judge(record, against: stamp, held: { held })
+            if verdict < 0, stamp.fingerprint == nil {
+                decision.action = .resend
+                if held != nil { decision.write = .delete(kind: record.kind, id: record.id) }
+                return decision
+            }
+            if verdict < 0, heldPrint == stamp.fingerprint {
+                decision.action = .resend
+                return decision
+            }
+            if verdict == 0 { decision.action = .sameVersion }
+        }
+        if heldPrint != remotePrint {
+            decision.write = record.payload.map { .upsert(kind: record.kind, id: record.id, payload: $0) } ?? .delete(kind: record.kind, id: record.id)
+            decision.replaced = held != nil
+        }
+        return decision
+    }
+
     /// Applies the hub's records: the app's store first, through the source, in one
     /// of its transactions, then the stamps, the outbox and `finish` (the cursor) in
     /// one of the ledger's. A journal written before the store's transaction lets the
@@ -196,21 +259,6 @@ extension Ledger {
     func applyRemote(_ records: [MirrorStore.PulledRecord], arrival: Arrival, finish: (Connection) throws -> Void) throws -> AppliedRemote {
         let connection = try database()
         let adopting = try meta("adopting", connection).asInteger == 1
-        enum Action {
-            case sameVersion
-            case echo
-            case keepLocal
-            case resend
-            case take(expected: [UInt8]?, dropLocal: Bool, conflict: Bool)
-        }
-        struct Decision {
-            let record: MirrorStore.PulledRecord
-            let action: Action
-            var write: LedgerChange?
-            var conflictOp: String?
-            var conflictTime: Int64 = 0
-            var replaced = false
-        }
         var decisions: [Decision] = []
         decisions.reserveCapacity(records.count)
         for record in records {
@@ -221,7 +269,12 @@ extension Ledger {
                 "SELECT op, payload, modified_at FROM ledger_outbox WHERE kind = ? AND id = ?", [.text(record.kind), .text(record.id)]
             ) { (op: $0.text(0), payload: $0.optionalBlob(1), modified: $0.int64(2)) }
             let remotePrint = record.payload.map { fingerprint($0).bytes }
+            let read = { try self.fromSource("read \(record.kind) \(record.id)") { try self.source.payload(kind: record.kind, id: record.id) } }
             var decision: Decision
+            if adopting {
+                decisions.append(try adopt(record, stamp: stamp, held: read(), remotePrint: remotePrint))
+                continue
+            }
             if let local {
                 let verdict = Self.order(record.modifiedAt, record.payload, local.modified, local.payload)
                 if verdict > 0 {
@@ -236,19 +289,7 @@ extension Ledger {
             } else if let stamp, stamp.modified == record.modifiedAt, stamp.fingerprint == remotePrint {
                 decision = Decision(record: record, action: .sameVersion)
             } else if let stamp, arrival == .replay {
-                let verdict: Int
-                if stamp.fingerprint != nil, stamp.modified == record.modifiedAt, record.payload != nil {
-                    // Two live versions of one time: the larger payload wins. The stamp's payload is
-                    // what the store holds, when the store agrees with the stamp; else the hub's stands.
-                    let held = try fromSource("read \(record.kind) \(record.id)") { try source.payload(kind: record.kind, id: record.id) }
-                    if let mine = held, fingerprint(mine).bytes == stamp.fingerprint {
-                        verdict = Self.order(record.modifiedAt, record.payload, stamp.modified, mine)
-                    } else {
-                        verdict = 1
-                    }
-                } else {
-                    verdict = Self.order(record.modifiedAt, record.payload, stamp.modified, stamp.fingerprint == nil ? nil : [])
-                }
+                let verdict = try judge(record, against: stamp, held: read)
                 decision =
                     verdict > 0
                     ? Decision(record: record, action: .take(expected: stamp.fingerprint, dropLocal: false, conflict: false))
@@ -257,11 +298,9 @@ extension Ledger {
                 decision = Decision(record: record, action: .take(expected: stamp?.fingerprint, dropLocal: false, conflict: false))
             }
             if case .take(let expected, _, _) = decision.action {
-                let held = try fromSource("read \(record.kind) \(record.id)") { try source.payload(kind: record.kind, id: record.id) }
-                let heldPrint = held.map { fingerprint($0).bytes }
-                if heldPrint != remotePrint, adopting || heldPrint == expected {
+                let heldPrint = try read().map { fingerprint($0).bytes }
+                if heldPrint != remotePrint, heldPrint == expected {
                     decision.write = record.payload.map { .upsert(kind: record.kind, id: record.id, payload: $0) } ?? .delete(kind: record.kind, id: record.id)
-                    decision.replaced = adopting && held != nil && heldPrint != expected
                 }
             }
             decisions.append(decision)
@@ -271,6 +310,8 @@ extension Ledger {
         if !writes.isEmpty {
             try write(connection) {
                 for decision in decisions where decision.write != nil {
+                    // A version taken from the hub; a kept tombstone's delete changes no stamp.
+                    guard case .take = decision.action else { continue }
                     let record = decision.record
                     try connection.execute(
                         "INSERT OR REPLACE INTO ledger_applying (kind, id, fingerprint, modified_at, seq) VALUES (?, ?, ?, ?, ?)",
@@ -287,7 +328,7 @@ extension Ledger {
 
         return try write(connection) {
             var applied = AppliedRemote(changed: 0, written: writes.count)
-            let seen: Int64 = arrival == .replay ? 1 : 0
+            let seen: Int64 = arrival == .replay || adopting ? 1 : 0
             for decision in decisions {
                 let record = decision.record
                 let key: [SQLValue] = [.text(record.kind), .text(record.id)]
@@ -322,5 +363,25 @@ extension Ledger {
             try finish(connection)
             return applied
         }
+    }
+
+    /// The first download after a reset has ended: what it did not mention, the hub
+    /// lacks. A kept tombstone is sent again; a kept live stamp is sent again when
+    /// the store still holds an entity (the pass then sends the store's version), and
+    /// forgotten when the store does not (nothing is made a tombstone that was not
+    /// seen deleted).
+    func finishAdoption(_ connection: Connection) throws {
+        let unseen = try connection.query("SELECT kind, id FROM ledger_stamps WHERE seen = 0 AND fingerprint IS NOT NULL") { ($0.text(0), $0.text(1)) }
+        for (kind, id) in unseen {
+            let held = try fromSource("read \(kind) \(id)") { try source.payload(kind: kind, id: id) }
+            if held == nil {
+                try connection.execute("DELETE FROM ledger_stamps WHERE kind = ? AND id = ?", [.text(kind), .text(id)])
+            } else {
+                try connection.execute("UPDATE ledger_stamps SET unsent = 1 WHERE kind = ? AND id = ?", [.text(kind), .text(id)])
+            }
+        }
+        try connection.execute("UPDATE ledger_stamps SET unsent = 1 WHERE seen = 0 AND fingerprint IS NULL")
+        try connection.execute("UPDATE ledger_stamps SET seen = 0 WHERE seen <> 0")
+        try connection.execute("DELETE FROM ledger_meta WHERE name = 'adopting'")
     }
 }

@@ -31,15 +31,25 @@ extension Ledger {
     /// - a stamp whose entity is gone → a tombstone dated the same way;
     /// - nothing else.
     ///
-    /// - Parameter confirmingEmptyStore: the app says its store is empty because its
-    ///   user deleted everything. Without it an empty store under live stamps is taken
-    ///   for a wipe and refused.
+    /// - Parameters:
+    ///   - confirmingEmptyStore: the app says its store is empty because its user
+    ///     deleted everything. Without it an empty store under live stamps is taken
+    ///     for a wipe and refused.
+    ///   - confirmingDeletions: how many entities the app knows its user deleted since
+    ///     the last pass. A pass that would delete more than that, and most of the store
+    ///     (``Configuration/massDeletionFraction``), is refused as a wipe followed by new writes.
     /// - Throws: ``LedgerError``: the halt, if sync is halted; `storeReplaced` or
     ///   `storeEmptied` (sync then halts until ``reset()``); `duplicateEntity`,
     ///   `invalidEntity`, `encoding`, `source` for the store's bad input, which change nothing.
     @discardableResult
-    public func pass(confirmingEmptyStore: Bool = false) throws -> PassReport {
-        let connection = try database()
+    public func pass(confirmingEmptyStore: Bool = false, confirmingDeletions: Int = 0) throws -> PassReport {
+        // A refused mass deletion is judged again by every pass: a confirmation lifts it.
+        let connection: Connection
+        if let halt, halt.code == .massDeletion, fileHalt == nil, let open = self.connection {
+            connection = open
+        } else {
+            connection = try database()
+        }
         var report = PassReport()
         let identity = try fromSource("report its identity") { try source.storeIdentity() }
         report.recovered = try recoverJournal(connection)
@@ -136,12 +146,27 @@ extension Ledger {
             try halt(error)
             throw error
         }
+        var deletions = 0
         for (key, slot) in index where !seen[slot] {
             if fingerprints[slot] != nil {
                 changes.append(Change(key: key, payload: nil, fingerprint: nil, keepDate: nil, after: modified[slot]))
+                deletions += 1
             } else if unsent[slot] {
                 changes.append(Change(key: key, payload: nil, fingerprint: nil, keepDate: modified[slot], after: nil))
             }
+        }
+        if let fraction = configuration.massDeletionFraction, deletions > confirmingDeletions, deletions >= configuration.massDeletionMinimum,
+            Double(deletions) > fraction * Double(live)
+        {
+            let error = LedgerError(
+                .massDeletion,
+                "a pass would delete \(deletions) of the \(live) entities the ledger \(path) stamps, and the app confirmed \(confirmingDeletions): the store looks wiped and written to again, so sync refuses to send that wave of tombstones; pass confirmingDeletions when the user deleted them, or call reset() to download everything again (002 \"State Wipes\")",
+                file: path)
+            try halt(error)
+            throw error
+        }
+        if halt?.code == .massDeletion {
+            try write(connection) { try connection.execute("DELETE FROM ledger_meta WHERE name IN ('halt_code', 'halt_message')") }
         }
 
         // What changed, stamped and queued in one transaction.

@@ -42,6 +42,12 @@ public final class Ledger {
         public var maximumPayloadBytes: Int = 1 << 20
         /// The clock that dates changes and times retries.
         public var clock: any WallClock = SystemWallClock()
+        /// The guard against a wave of tombstones (002 "State Wipes"): a pass refuses
+        /// (``LedgerError`` `massDeletion`) when it would delete at least
+        /// ``massDeletionMinimum`` entities and more than this fraction of the live ones,
+        /// beyond what the app confirmed. `nil` turns the guard off.
+        public var massDeletionFraction: Double? = 0.5
+        public var massDeletionMinimum: Int = 1
 
         public init() {}
     }
@@ -55,7 +61,7 @@ public final class Ledger {
     /// The open file; `nil` while sync is halted on a corrupt file.
     var connection: Connection?
     /// Why sync is halted on the file itself (it is corrupt, or newer): kept in a note beside it.
-    private var fileHalt: LedgerError?
+    var fileHalt: LedgerError?
     let hasher = SHA256()
 
     static let applicationID: Int64 = 0x5374_4C65
@@ -221,10 +227,14 @@ public final class Ledger {
 
     // MARK: - Reset
 
-    /// Forgets the stamps, the outbox and the cursor, so that the next sync
-    /// downloads everything once, adopts what the store already holds as the hub
-    /// has it, takes the hub's version of everything else, and pushes only what
-    /// the hub lacks; it never makes a tombstone for what it did not see deleted.
+    /// Forgets the cursor and the outbox and puts every stamp in doubt, so that the
+    /// next sync downloads everything once: it adopts what the store already holds
+    /// as the hub has it, writes the hub's version of everything else into the store,
+    /// and pushes only what the hub lacks; it never makes a tombstone for what it did
+    /// not see deleted. A stamp newer than the hub's copy (the hub was put back from a
+    /// backup) is sent again when the store still holds that version, and a newer
+    /// tombstone always is (the store's copy goes), so a reset never undoes a
+    /// confirmed delete or a confirmed write the store still has.
     ///
     /// This is the way on after a refused wipe (the cost: one full download; not
     /// resetting would cost the data, 002). On a halted corrupt or newer file,
@@ -251,7 +261,11 @@ public final class Ledger {
         }
         guard let connection else { throw LedgerError(.storage, "the ledger \(path) is not open", file: path) }
         try write(connection) {
-            try connection.execute("DELETE FROM ledger_stamps")
+            // The stamps stay, to be judged again by the download: a tombstone speaks of no
+            // data in the store, only of a deletion, and a version the hub lost (put back from a
+            // backup) is sent again if the store still holds it; a stamp the download does not
+            // confirm and the store does not hold is forgotten, never made a tombstone.
+            try connection.execute("UPDATE ledger_stamps SET seq = 0, unsent = 0, seen = 0")
             try connection.execute("DELETE FROM ledger_outbox")
             try connection.execute("DELETE FROM ledger_applying")
             try connection.execute("DELETE FROM ledger_refetch")

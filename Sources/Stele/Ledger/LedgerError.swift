@@ -7,6 +7,10 @@ public struct LedgerError: Error, Sendable, Equatable, CustomStringConvertible {
         /// The app's store is empty under a ledger that stamps live entities: a
         /// wipe, not a deletion of everything. Sync refuses until ``Ledger/reset()``.
         case storeEmptied = "store_emptied"
+        /// A pass would turn most of the store's entities into tombstones at once, more
+        /// than the app confirmed its user deleted: a wipe followed by new writes looks
+        /// like this. Sync refuses until a pass confirms the deletions, or ``Ledger/reset()``.
+        case massDeletion = "mass_deletion"
         /// The ledger's file failed an integrity check (a page checksum, a stamp
         /// that does not parse, a cursor beyond the hub's history). Sync is halted,
         /// the file kept as evidence; ``Ledger/reset()`` starts a fresh ledger beside it.
@@ -41,7 +45,7 @@ public struct LedgerError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     /// Whether sync stays stopped until ``Ledger/reset()``.
-    public var halts: Bool { [.storeReplaced, .storeEmptied, .corrupt, .newerFormat].contains(code) }
+    public var halts: Bool { [.storeReplaced, .storeEmptied, .massDeletion, .corrupt, .newerFormat].contains(code) }
 
     public var description: String { message }
 }

@@ -124,7 +124,7 @@ public final class LedgerSync {
                 try ledger.setMeta("cursor", .integer(reached), connection)
                 try ledger.setMeta("epoch", .text(page.epoch), connection)
                 // The first whole download after a reset is over: the passes compare again.
-                if !page.more { try connection.execute("DELETE FROM ledger_meta WHERE name = 'adopting'") }
+                if !page.more, try ledger.meta("adopting", connection).asInteger == 1 { try ledger.finishAdoption(connection) }
             }
             return .pulled(changed: applied.changed, retired: 0, superseded: 0, more: page.more)
         case .answer(let answer) where answer.status == 409 || answer.status == 410:
@@ -181,7 +181,7 @@ public final class LedgerSync {
                     try connection.execute("UPDATE ledger_stamps SET unsent = 1 WHERE seen = 0")
                     try ledger.setMeta("epoch", ledger.meta("replay_epoch", connection), connection)
                     try ledger.setMeta("cursor", ledger.meta("replay_history", connection), connection)
-                    try connection.execute("DELETE FROM ledger_meta WHERE name = 'adopting'")
+                    if try ledger.meta("adopting", connection).asInteger == 1 { try ledger.finishAdoption(connection) }
                 }
                 try connection.execute("UPDATE ledger_stamps SET seen = 0 WHERE seen <> 0")
                 try connection.execute("DELETE FROM ledger_meta WHERE name IN ('replay_mode', 'replay_after', 'replay_epoch', 'replay_history')")
@@ -289,8 +289,9 @@ public final class LedgerDriver {
     public var sleepUntil: (Int64) -> Void
     /// The next push dies here, once.
     public var crashPoint: CrashPoint?
-    /// Passed to every pass (``Ledger/pass(confirmingEmptyStore:)``).
+    /// Passed to every pass (``Ledger/pass(confirmingEmptyStore:confirmingDeletions:)``).
     public var confirmingEmptyStore = false
+    public var confirmingDeletions = 0
 
     public init(sync: LedgerSync, transport: any MirrorTransport, sleepUntil: ((Int64) -> Void)? = nil) {
         self.sync = sync
@@ -306,7 +307,7 @@ public final class LedgerDriver {
     /// One pass of the ledger over the app's store.
     @discardableResult
     public func pass() throws -> Ledger.PassReport {
-        try sync.ledger.pass(confirmingEmptyStore: confirmingEmptyStore)
+        try sync.ledger.pass(confirmingEmptyStore: confirmingEmptyStore, confirmingDeletions: confirmingDeletions)
     }
 
     /// One push (SCENARIOS `C flush` without the pass): the due changes, sent in one request.
