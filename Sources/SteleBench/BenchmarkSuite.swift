@@ -40,6 +40,7 @@ public struct BenchmarkSuite {
         Group(figures: ["messages.fold", "messages.fold.in_order"], run: MessageBenchmarks.run),
         Group(figures: ["sim.throughput"], run: SimulatorBenchmark.run),
         Group(figures: ["mirror.enqueue", "mirror.enqueue.floor", "mirror.inbox"], run: MirrorBenchmarks.run),
+        Group(figures: ["ledger.pass"], run: LedgerBenchmarks.run),
     ]
 
     /// Every figure name the suite knows.

@@ -14,6 +14,8 @@ public final class MirrorOracle {
     /// A mutation the hub answered `applied`, in the order the hub applied it.
     struct Applied {
         let order: Int
+        /// The oracle's event clock when the hub applied it.
+        var clock = 0
         let epoch: Int
         let mutation: String
         let kind: String
@@ -76,6 +78,8 @@ public final class MirrorOracle {
 
     /// Notes what a restore left: `live` holds "kind id" of the records the restored copy has live.
     func noteRestore(live: Set<String>) {
+        tick += 1
+        restores.append(tick)
         let touched = Set(applied.filter { $0.set != nil }.map { "\($0.kind) \($0.id)" })
         for record in touched.subtracting(live) { deadAfterRestore[record, default: []].append(applied.count) }
     }
@@ -97,6 +101,63 @@ public final class MirrorOracle {
     public private(set) var forgedTombstones = 0
     /// Records some push deleted on the hub (a tombstone a ledger client may hold and send again).
     private var everDeleted: Set<String> = []
+
+    /// The oracle's event clock: pushes, pages received, restores and disasters, in the order they happened.
+    private var tick = 0
+    /// Who holds a copy of each version ("kind id modifiedAt payload"), since when: the
+    /// client that pushed it, and every client a page or a read brought it to.
+    private var copies: [String: [(client: String, since: Int)]] = [:]
+    /// What destroyed a client's copies, and when: a wiped app store loses its data
+    /// (the live versions it held), a corrupt ledger its bookkeeping (the tombstones).
+    enum Disaster { case data, bookkeeping }
+    private var disasters: [String: [(Disaster, Int)]] = [:]
+    /// When the hub was put back from a backup.
+    private var restores: [Int] = []
+
+    static func version(_ kind: String, _ id: String, _ modifiedAt: Int64, _ payload: String?) -> String { "\(kind) \(id) \(modifiedAt) \(payload ?? "-")" }
+
+    /// A page of records (changes, replay, or one record) the hub gave `client`.
+    func observe(received body: [UInt8], by client: String) {
+        struct Record: Decodable {
+            let kind: String
+            let id: String
+            let payload: String?
+            let modifiedAt: Int64
+        }
+        struct Page: Decodable {
+            let changes: [Record]?
+            let records: [Record]?
+        }
+        var records: [Record] = []
+        if let page = try? JSONDecoder().decode(Page.self, from: Data(body)) {
+            records = (page.changes ?? []) + (page.records ?? [])
+        } else if let record = try? JSONDecoder().decode(Record.self, from: Data(body)) {
+            records = [record]
+        }
+        guard !records.isEmpty else { return }
+        tick += 1
+        for record in records { copies[Self.version(record.kind, record.id, record.modifiedAt, record.payload), default: []].append((client, tick)) }
+    }
+
+    /// A disaster destroyed `client`'s copies of one kind.
+    func noteDisaster(_ disaster: Disaster, at client: String) {
+        tick += 1
+        disasters[client, default: []].append((disaster, tick))
+    }
+
+    /// Whether every copy of an applied version is gone by disasters no sync can
+    /// undo: the hub's by a restore after it applied the version, every client's by
+    /// a wipe or a corrupt ledger (a put) or a corrupt ledger (a tombstone) after it
+    /// got its copy. A mirror client's copy is never destroyed here.
+    private func destroyedEverywhere(_ mutation: Applied) -> Bool {
+        guard restores.contains(where: { $0 > mutation.clock }) else { return false }
+        let key = Self.version(mutation.kind, mutation.id, mutation.modifiedAt, mutation.payload.map { Data($0).base64EncodedString() })
+        // A tombstone lives in the ledger's bookkeeping (a wipe keeps it); a live version in the
+        // store, with its date in the bookkeeping: a fresh ledger cannot tell it is newer than the
+        // hub's copy, so its adoption takes the hub's (a reset after corruption: DESIGN §8.3).
+        let kinds: [Disaster] = mutation.payload == nil ? [.bookkeeping] : [.data, .bookkeeping]
+        return (copies[key] ?? []).allSatisfy { copy in disasters[copy.client]?.contains { kinds.contains($0.0) && $0.1 > copy.since } ?? false }
+    }
 
     public var failed: Bool { mismatches + resurrections + appliedTwice + lostIntents + rollupErrors + haltedPushes + forgedTombstones > 0 }
 
@@ -147,7 +208,7 @@ public final class MirrorOracle {
     }
 
     /// A push the hub answered with `status` and `body` (delivered to the client or not).
-    func observe(push body: [UInt8], status: Int, answer: [UInt8]) {
+    func observe(push body: [UInt8], status: Int, answer: [UInt8], from client: String) {
         guard status == 200, let push = try? JSONDecoder().decode(Push.self, from: Data(body)),
             let results = try? JSONDecoder().decode(Answer.self, from: Data(answer))
         else { return }
@@ -155,12 +216,16 @@ public final class MirrorOracle {
         for result in results.results where result.status == "applied" || result.status == "not_found" {
             guard let item = items[result.mutation] else { continue }
             if item.op == "delete" { everDeleted.insert("\(item.kind) \(item.id)") }
+            tick += 1
+            if item.op == "put" || item.op == "delete" {
+                copies[Self.version(item.kind, item.id, item.modifiedAt, item.payload), default: []].append((client, tick))
+            }
             guard let seq = result.seq else {
                 // A delete of what the hub did not have: an intent that supersedes older writes all the same.
                 if item.op == "delete" {
                     applied.append(
                         Applied(
-                            order: applied.count, epoch: epoch, mutation: item.mutation, kind: item.kind, id: item.id, op: "delete-absent", set: nil, member: nil,
+                            order: applied.count, clock: tick, epoch: epoch, mutation: item.mutation, kind: item.kind, id: item.id, op: "delete-absent", set: nil, member: nil,
                             payload: nil, modifiedAt: item.modifiedAt, seq: -1))
                 }
                 continue
@@ -176,8 +241,8 @@ public final class MirrorOracle {
             }
             applied.append(
                 Applied(
-                    order: applied.count, epoch: epoch, mutation: item.mutation, kind: item.kind, id: item.id, op: item.op, set: item.set, member: item.member,
-                    payload: item.payload.flatMap { Data(base64Encoded: $0) }.map { [UInt8]($0) }, modifiedAt: item.modifiedAt, seq: seq))
+                    order: applied.count, clock: tick, epoch: epoch, mutation: item.mutation, kind: item.kind, id: item.id, op: item.op, set: item.set,
+                    member: item.member, payload: item.payload.flatMap { Data(base64Encoded: $0) }.map { [UInt8]($0) }, modifiedAt: item.modifiedAt, seq: seq))
         }
     }
 
@@ -252,7 +317,7 @@ public final class MirrorOracle {
                 // A later delete (even of a record the hub had lost), or any later write a user asked for, supersedes the put.
                 let deletedLater = applied.contains { $0.kind == mutation.kind && $0.id == mutation.id && $0.op.hasPrefix("delete") && $0.modifiedAt >= mutation.modifiedAt }
                 guard let final else {
-                    if deletedLater || intendedAfter(Target(kind: mutation.kind, id: mutation.id), mutation.order) { continue }
+                    if deletedLater || intendedAfter(Target(kind: mutation.kind, id: mutation.id), mutation.order) || destroyedEverywhere(mutation) { continue }
                     lostIntents += 1
                     findings.append("the put \(mutation.mutation) of \(record) is gone: the hub has no such record")
                     continue
@@ -261,14 +326,16 @@ public final class MirrorOracle {
                     final.modifiedAt > mutation.modifiedAt
                     || (final.modifiedAt == mutation.modifiedAt
                         && (final.payload == nil || final.payload == mutation.payload || !(final.payload ?? []).lexicographicallyPrecedes(mutation.payload ?? [])))
-                if !beaten && !intendedAfter(Target(kind: mutation.kind, id: mutation.id), mutation.order) {
+                if !beaten && !intendedAfter(Target(kind: mutation.kind, id: mutation.id), mutation.order) && !destroyedEverywhere(mutation) {
                     lostIntents += 1
                     findings.append("the put \(mutation.mutation) of \(record) at \(mutation.modifiedAt) is lost: the hub holds a version of \(final.modifiedAt)")
                 }
             case "delete":
                 lastDelete[record] = mutation
-                if let final, let payload = final.payload, final.modifiedAt <= mutation.modifiedAt {
-                    _ = payload
+                // A write a user asked for after the delete supersedes it (even if that write was lost to a disaster after).
+                if let final, final.payload != nil, final.modifiedAt <= mutation.modifiedAt, !destroyedEverywhere(mutation),
+                    !intendedAfter(Target(kind: mutation.kind, id: mutation.id), mutation.order)
+                {
                     resurrections += 1
                     findings.append("\(record), deleted by \(mutation.mutation) at \(mutation.modifiedAt), is live again at \(final.modifiedAt)")
                 }

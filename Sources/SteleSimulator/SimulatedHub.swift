@@ -107,7 +107,7 @@ public final class SimulatedHub {
                 case .timeout:
                     let response = authenticatedCall(request)
                     traceExchange(request, from: client, response, lost: true)
-                    oracle.observe(push: request.body, status: response.status, answer: response.body)
+                    oracle.observe(push: request.body, status: response.status, answer: response.body, from: client)
                     return .lost("the hub applied the push; its answer never arrived")
                 case .internalError, .unavailable, .notFound:
                     let status = Int(fault.rawValue) ?? 500
@@ -117,7 +117,11 @@ public final class SimulatedHub {
         }
         let response = authenticatedCall(request)
         traceExchange(request, from: client, response, lost: false)
-        if case .push = request.purpose { oracle.observe(push: request.body, status: response.status, answer: response.body) }
+        if case .push = request.purpose {
+            oracle.observe(push: request.body, status: response.status, answer: response.body, from: client)
+        } else if response.status == 200 {
+            oracle.observe(received: response.body, by: client)
+        }
         var headers: [String: String] = [:]
         for (name, value) in response.headers { headers[name.lowercased()] = value }
         return .answer(HubAnswer(status: response.status, headers: headers, body: response.body))

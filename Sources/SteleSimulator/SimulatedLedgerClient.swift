@@ -24,10 +24,9 @@ public final class SimulatedLedgerClient {
     private(set) var appDeleted: Set<String> = []
     /// The app's store is empty because its user deleted everything (not a wipe).
     private var emptiedByUser = false
-    /// What the app's user deleted since the last pass, of what the store held at that
-    /// pass: the app confirms that many deletions (an app counts what its user removed).
+    /// What the app's user deleted since the last pass, of what the ledger had seen: the
+    /// app confirms as many deletions as are still deletions (an app counts what its user removed).
     private var deletedSincePass: Set<String> = []
-    private var heldAtPass: Set<String> = []
 
     init(name: String, hub: SimulatedHub) throws {
         self.name = name
@@ -91,9 +90,11 @@ public final class SimulatedLedgerClient {
                 try source.put(kind: kind, id: id, payload: Array(value.utf8))
                 emptiedByUser = false
             } else {
+                // The app counts a deletion of what its store held and the ledger had seen.
+                let stamped = try source.payload(kind: kind, id: id) != nil && (try? ledger.stamp(kind: kind, id: id))??.isTombstone == false
                 try source.delete(kind: kind, id: id)
                 appDeleted.insert("\(kind) \(id)")
-                if heldAtPass.contains("\(kind) \(id)") { deletedSincePass.insert("\(kind) \(id)") }
+                if stamped { deletedSincePass.insert("\(kind) \(id)") }
                 if try source.all().isEmpty { emptiedByUser = true }
             }
             hub.oracle.noteIntent([MirrorOracle.Target(kind: kind, id: id)])
@@ -125,8 +126,10 @@ public final class SimulatedLedgerClient {
             try restart()
         case .corruptLedger:
             try corrupt()
+            hub.oracle.noteDisaster(.bookkeeping, at: name)
         case .wipeKeepingIdentity:
             try source.wipe(keepingIdentity: true)
+            hub.oracle.noteDisaster(.data, at: name)
             emptiedByUser = false
         default:
             throw SimulationInputError(message: "\(name) is a ledger client: its app writes with \(name) app put KIND ID VALUE and \(name) app delete KIND ID")
@@ -136,11 +139,22 @@ public final class SimulatedLedgerClient {
     private func run(_ step: HubStatement.ClientStep) throws {
         driver.crashPoint = pendingCrash
         driver.confirmingEmptyStore = emptiedByUser
-        driver.confirmingDeletions = deletedSincePass.count
+        driver.confirmingDeletions = try deletedSincePass.filter { key in
+            let parts = key.split(separator: " ", maxSplits: 1).map(String.init)
+            return try source.payload(kind: parts[0], id: parts[1]) == nil
+        }.count
         defer { driver.crashPoint = nil }
         hub.simulation.trace?(
             String(format: "%10.3f s  %@  %@ (the app confirms %d deletions%@)", Double(hub.simulation.now) / 1_000, name, step.rawValue, deletedSincePass.count,
                 emptiedByUser ? " and an empty store" : ""))
+        defer {
+            // `STELE_TRACE_RECORD="KIND ID"` with --trace: the ledger's stamp and outbox row of one record after each step.
+            if let watch = ProcessInfo.processInfo.environment["STELE_TRACE_RECORD"]?.split(separator: " ").map(String.init), watch.count == 2 {
+                let stamp = try? ledger.stamp(kind: watch[0], id: watch[1])
+                hub.simulation.trace?(
+                    "\(name) after \(step.rawValue): stamp \(stamp.map { String(describing: $0) } ?? "none"), outbox \((try? ledger.outbox().filter { $0.kind == watch[0] && $0.id == watch[1] }) ?? [])")
+            }
+        }
         do {
             switch step {
             case .undo: throw SimulationInputError(message: "\(name) is a ledger client: its app has no undo")
@@ -151,6 +165,7 @@ public final class SimulatedLedgerClient {
             case .replay: _ = try driver.replay()
             case .wipe:
                 try source.wipe()
+                hub.oracle.noteDisaster(.data, at: name)
                 emptiedByUser = false
             case .reset:
                 try ledger.reset()
@@ -171,10 +186,9 @@ public final class SimulatedLedgerClient {
         }
     }
 
-    /// A pass went through: what the store holds now is what the next deletions are counted from.
+    /// A pass went through: the deletions counted so far are in the ledger.
     private func passed() throws {
         deletedSincePass = []
-        heldAtPass = Set(try source.all().map { "\($0.kind) \($0.id)" })
     }
 
     /// Damages the ledger's file on disk (SCENARIOS `C corrupt ledger`): a page of

@@ -20,6 +20,7 @@ func main() -> Int32 {
         Command(name: "simulate", summary: "randomized fleets with faults, checked by the oracle; a failure names its seed", usage: SimulateCommand.usage, run: SimulateCommand.run),
         Command(name: "inspect", summary: "show a store's account, device, generation and namespaces (read-only)", usage: InspectCommand.usage, run: InspectCommand.run),
         Command(name: "pending", summary: "list a mirror store's queue of local intent: state, attempts, last error", usage: PendingCommand.usage, run: PendingCommand.run),
+        Command(name: "ledger", summary: "show a ledger client's stamps, cursor, store identity, and whether sync is halted and why", usage: LedgerCommand.usage, run: LedgerCommand.run),
         Command(name: "bench", summary: "run the benchmark suite: figures as ratios to baselines run alongside", usage: BenchCommand.usage, run: BenchCommand.run),
         Command(name: "init", summary: "found an account on a hub with a new device", usage: DeviceCommands.initUsage, run: DeviceCommands.initialize),
         Command(name: "join", summary: "set up a new device and ask to join an account", usage: DeviceCommands.joinUsage, run: DeviceCommands.join),

@@ -102,13 +102,13 @@ import TestSupport
     @Test func oneMutationAtTwoPositionsIsAppliedTwice() throws {
         let oracle = MirrorOracle()
         let push = Array(#"{"mutations":[{"mutation":"c-1","kind":"note","id":"n","op":"put","payload":"eA==","modifiedAt":5}]}"#.utf8)
-        oracle.observe(push: push, status: 200, answer: Array(#"{"historyId":1,"results":[{"mutation":"c-1","status":"applied","seq":1}]}"#.utf8))
-        oracle.observe(push: push, status: 200, answer: Array(#"{"historyId":1,"results":[{"mutation":"c-1","status":"applied","seq":1}]}"#.utf8))
+        oracle.observe(push: push, status: 200, answer: Array(#"{"historyId":1,"results":[{"mutation":"c-1","status":"applied","seq":1}]}"#.utf8), from: "c")
+        oracle.observe(push: push, status: 200, answer: Array(#"{"historyId":1,"results":[{"mutation":"c-1","status":"applied","seq":1}]}"#.utf8), from: "c")
         #expect(oracle.appliedTwice == 0, "the same answer again is the first one")
-        oracle.observe(push: push, status: 200, answer: Array(#"{"historyId":2,"results":[{"mutation":"c-1","status":"applied","seq":2}]}"#.utf8))
+        oracle.observe(push: push, status: 200, answer: Array(#"{"historyId":2,"results":[{"mutation":"c-1","status":"applied","seq":2}]}"#.utf8), from: "c")
         #expect(oracle.appliedTwice == 1)
         oracle.epoch += 1
-        oracle.observe(push: push, status: 200, answer: Array(#"{"historyId":1,"results":[{"mutation":"c-1","status":"applied","seq":1}]}"#.utf8))
+        oracle.observe(push: push, status: 200, answer: Array(#"{"historyId":1,"results":[{"mutation":"c-1","status":"applied","seq":1}]}"#.utf8), from: "c")
         #expect(oracle.appliedTwice == 1, "a new epoch is a new history: the hub restored from a backup applies it once more")
     }
 
@@ -124,22 +124,22 @@ import TestSupport
     @Test func anAnswerTheRestoredCopyRemembersIsNotANewApplication() throws {
         let oracle = MirrorOracle()
         let push = Array(#"{"mutations":[{"mutation":"c-1","kind":"note","id":"n","op":"put","payload":"eA==","modifiedAt":5}]}"#.utf8)
-        oracle.observe(push: push, status: 200, answer: Array(#"{"historyId":3,"results":[{"mutation":"c-1","status":"applied","seq":3}]}"#.utf8))
+        oracle.observe(push: push, status: 200, answer: Array(#"{"historyId":3,"results":[{"mutation":"c-1","status":"applied","seq":3}]}"#.utf8), from: "c")
         oracle.epoch += 1
         oracle.forks[oracle.epoch] = 4
-        oracle.observe(push: push, status: 200, answer: Array(#"{"historyId":9,"results":[{"mutation":"c-1","status":"applied","seq":3}]}"#.utf8))
+        oracle.observe(push: push, status: 200, answer: Array(#"{"historyId":9,"results":[{"mutation":"c-1","status":"applied","seq":3}]}"#.utf8), from: "c")
         #expect(oracle.appliedCount == 1)
-        oracle.observe(push: push, status: 200, answer: Array(#"{"historyId":9,"results":[{"mutation":"c-1","status":"applied","seq":5}]}"#.utf8))
+        oracle.observe(push: push, status: 200, answer: Array(#"{"historyId":9,"results":[{"mutation":"c-1","status":"applied","seq":5}]}"#.utf8), from: "c")
         #expect(oracle.appliedCount == 2)
-        oracle.observe(push: push, status: 200, answer: Array(#"{"historyId":9,"results":[{"mutation":"c-1","status":"applied","seq":6}]}"#.utf8))
+        oracle.observe(push: push, status: 200, answer: Array(#"{"historyId":9,"results":[{"mutation":"c-1","status":"applied","seq":6}]}"#.utf8), from: "c")
         #expect(oracle.appliedTwice == 1, "twice past the restore point in one epoch is twice")
         // A position below the restore point that is new for its mutation is an idempotent change
         // (a remove of an absent member answered at the record's position): it counts (seed 80062).
         let remove = Array(#"{"mutations":[{"mutation":"c-2","kind":"note","id":"n","op":"remove","set":"labels","member":"A","modifiedAt":6}]}"#.utf8)
         let before = oracle.appliedCount
-        oracle.observe(push: remove, status: 200, answer: Array(#"{"historyId":9,"results":[{"mutation":"c-2","status":"applied","seq":2}]}"#.utf8))
+        oracle.observe(push: remove, status: 200, answer: Array(#"{"historyId":9,"results":[{"mutation":"c-2","status":"applied","seq":2}]}"#.utf8), from: "c")
         #expect(oracle.appliedCount == before + 1)
-        oracle.observe(push: remove, status: 200, answer: Array(#"{"historyId":9,"results":[{"mutation":"c-2","status":"applied","seq":2}]}"#.utf8))
+        oracle.observe(push: remove, status: 200, answer: Array(#"{"historyId":9,"results":[{"mutation":"c-2","status":"applied","seq":2}]}"#.utf8), from: "c")
         #expect(oracle.appliedCount == before + 1, "the same answer again is the first one")
     }
 

@@ -1,16 +1,18 @@
 import CCrypto
 
 /// SHA-256 from libcrypto, reusing one context: digests are computed for many
-/// small messages (a leaf per write), where setting up a context would dominate.
+/// small messages (a leaf per write, a fingerprint per entity of a ledger pass),
+/// where setting up a context would dominate. Public for the ledger benchmark's
+/// baseline (hashing what a pass hashes, the same way).
 /// Not `Sendable`: one hasher per replica, used from its owner.
-final class SHA256 {
+public final class SHA256 {
     // Fetched once: EVP_MD_fetch resolves the algorithm through the provider
     // machinery, which is too slow to repeat per message.
     nonisolated(unsafe) static let algorithm: OpaquePointer? = EVP_MD_fetch(nil, "SHA256", nil)
 
     private let context: OpaquePointer
 
-    init() {
+    public init() {
         guard let context = EVP_MD_CTX_new(), Self.algorithm != nil else {
             preconditionFailure("libcrypto could not provide SHA-256")
         }
@@ -33,7 +35,7 @@ final class SHA256 {
         }
     }
 
-    func hash(_ bytes: [UInt8]) -> Hash32 {
+    public func hash(_ bytes: [UInt8]) -> Hash32 {
         bytes.withUnsafeBytes { hash($0) }
     }
 }

@@ -258,6 +258,8 @@ extension Ledger {
     /// the hub's version is written over whatever the store holds.
     func applyRemote(_ records: [MirrorStore.PulledRecord], arrival: Arrival, finish: (Connection) throws -> Void) throws -> AppliedRemote {
         let connection = try database()
+        // Nothing is written into a store that was replaced since the ledger last looked.
+        try checkIdentity(try fromSource("report its identity") { try source.storeIdentity() }, connection)
         let adopting = try meta("adopting", connection).asInteger == 1
         var decisions: [Decision] = []
         decisions.reserveCapacity(records.count)

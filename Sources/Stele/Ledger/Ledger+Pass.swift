@@ -17,6 +17,8 @@ extension Ledger {
         public var recovered = 0
         /// True while the ledger adopts after a reset: the pass only recorded the store's identity.
         public var adopting = false
+
+        public init() {}
     }
 
     struct Key: Hashable {
@@ -53,14 +55,7 @@ extension Ledger {
         var report = PassReport()
         let identity = try fromSource("report its identity") { try source.storeIdentity() }
         report.recovered = try recoverJournal(connection)
-        if let known = try meta("identity", connection).asText, known != identity {
-            let error = LedgerError(
-                .storeReplaced,
-                "the app's store reports identity \(identity), the ledger \(path) knows \(known): the store was wiped or replaced, so sync refuses to turn its absence into tombstones; call reset() to download everything again (002 \"State Wipes\")",
-                file: path)
-            try halt(error)
-            throw error
-        }
+        try checkIdentity(identity, connection)
         if try meta("adopting", connection).asInteger == 1 {
             // After a reset the download comes first: nothing is compared or sent until it ends.
             try write(connection) { try setMeta("identity", .text(identity), connection) }
@@ -68,76 +63,13 @@ extension Ledger {
             return report
         }
 
-        // The stamps, by identity, with what the pass learns of each.
-        var index: [Key: Int] = [:]
-        var fingerprints: [Hash32?] = []
-        var modified: [Int64] = []
-        var unsent: [Bool] = []
-        var seen: [Bool] = []
-        var live = 0
-        let count = Int(try connection.scalarInt("SELECT count(*) FROM ledger_stamps") ?? 0)
-        index.reserveCapacity(count)
-        fingerprints.reserveCapacity(count)
-        modified.reserveCapacity(count)
-        unsent.reserveCapacity(count)
-        let read = try connection.cached(literal: "SELECT kind, id, fingerprint, modified_at, unsent FROM ledger_stamps")
-        read.reset()
-        while try read.step() {
-            index[Key(kind: read.text(0), id: read.text(1))] = fingerprints.count
-            if read.isNull(2) {
-                fingerprints.append(nil)
-            } else {
-                fingerprints.append(
-                    try read.withBlob(2) { bytes in
-                        guard bytes.count == Hash32.byteCount else { throw LedgerError(.corrupt, "a stamp's fingerprint does not parse") }
-                        return Hash32(unsafeBytes: bytes)
-                    })
-                live += 1
-            }
-            modified.append(read.int64(3))
-            unsent.append(read.int64(4) == 1)
-        }
-        read.reset()
-        seen = Array(repeating: false, count: fingerprints.count)
-
-        // The store's entities against them.
-        struct Change {
-            let key: Key
-            let payload: [UInt8]?
-            let fingerprint: Hash32?
-            /// The date the change gets; `nil`: now, and after the stamp's.
-            let keepDate: Int64?
-            let after: Int64?
-        }
-        var changes: [Change] = []
-        var unstamped = Set<Key>()
-        let limit = configuration.maximumPayloadBytes
-        try fromSource("list its entities") {
-            try source.forEachEntity { entity in
-                report.entities += 1
-                guard (1...1024).contains(entity.kind.utf8.count), (1...1024).contains(entity.id.utf8.count) else {
-                    throw LedgerError(.invalidEntity, "an entity has kind \"\(entity.kind.prefix(40))\" and id \"\(entity.id.prefix(40))\": each must be 1 to 1,024 bytes; nothing was synced")
-                }
-                guard entity.payload.count <= limit else {
-                    throw LedgerError(
-                        .invalidEntity, "\(entity.kind) \(entity.id) encodes to \(entity.payload.count) bytes, over the hub's limit of \(limit); nothing was synced")
-                }
-                let key = Key(kind: entity.kind, id: entity.id)
-                let print = hasher.hash(entity.payload)
-                if let slot = index[key] {
-                    guard !seen[slot] else { throw Self.duplicate(key) }
-                    seen[slot] = true
-                    if fingerprints[slot] == print {
-                        if unsent[slot] { changes.append(Change(key: key, payload: entity.payload, fingerprint: print, keepDate: modified[slot], after: nil)) }
-                    } else {
-                        changes.append(Change(key: key, payload: entity.payload, fingerprint: print, keepDate: nil, after: modified[slot]))
-                    }
-                } else {
-                    guard unstamped.insert(key).inserted else { throw Self.duplicate(key) }
-                    changes.append(Change(key: key, payload: entity.payload, fingerprint: print, keepDate: nil, after: nil))
-                }
-            }
-        }
+        // The store's entities against the stamps: merged in one ordered scan when the
+        // source lists them in (kind, id) byte order, as an SQL table scan by its key does;
+        // else through an index of every stamp.
+        let diff = try diffMerging(connection) ?? diffIndexing(connection)
+        var changes = diff.changes
+        report.entities = diff.entities
+        let live = diff.live
         if report.entities == 0 && live > 0 && !confirmingEmptyStore {
             let error = LedgerError(
                 .storeEmptied,
@@ -146,21 +78,16 @@ extension Ledger {
             try halt(error)
             throw error
         }
-        var deletions = 0
-        for (key, slot) in index where !seen[slot] {
-            if fingerprints[slot] != nil {
-                changes.append(Change(key: key, payload: nil, fingerprint: nil, keepDate: nil, after: modified[slot]))
-                deletions += 1
-            } else if unsent[slot] {
-                changes.append(Change(key: key, payload: nil, fingerprint: nil, keepDate: modified[slot], after: nil))
-            }
-        }
-        if let fraction = configuration.massDeletionFraction, deletions > confirmingDeletions, deletions >= configuration.massDeletionMinimum,
+        let deletions = diff.deletions
+        changes += diff.gone
+        // An empty store the app confirms is every deletion confirmed.
+        let confirmed = confirmingEmptyStore && report.entities == 0 ? deletions : confirmingDeletions
+        if let fraction = configuration.massDeletionFraction, deletions > confirmed, deletions >= configuration.massDeletionMinimum,
             Double(deletions) > fraction * Double(live)
         {
             let error = LedgerError(
                 .massDeletion,
-                "a pass would delete \(deletions) of the \(live) entities the ledger \(path) stamps, and the app confirmed \(confirmingDeletions): the store looks wiped and written to again, so sync refuses to send that wave of tombstones; pass confirmingDeletions when the user deleted them, or call reset() to download everything again (002 \"State Wipes\")",
+                "a pass would delete \(deletions) of the \(live) entities the ledger \(path) stamps, and the app confirmed \(confirmed): the store looks wiped and written to again, so sync refuses to send that wave of tombstones; pass confirmingDeletions when the user deleted them, or call reset() to download everything again (002 \"State Wipes\")",
                 file: path)
             try halt(error)
             throw error
@@ -216,6 +143,173 @@ extension Ledger {
             try setMeta("entity_count", .integer(Int64(report.entities)), connection)
         }
         return report
+    }
+
+    /// A change a pass found.
+    struct Change {
+        let key: Key
+        let payload: [UInt8]?
+        let fingerprint: Hash32?
+        /// The date the change keeps (a version the hub lacks, sent again); `nil`: now, and after ``after``.
+        let keepDate: Int64?
+        let after: Int64?
+    }
+
+    /// What the store's entities and the stamps differ by.
+    struct Diff {
+        var changes: [Change] = []
+        /// Tombstones: stamped entities gone, and kept tombstones the hub lacks.
+        var gone: [Change] = []
+        var entities = 0
+        var live = 0
+        /// Live stamps whose entity is gone.
+        var deletions = 0
+    }
+
+    /// The source did not list its entities in order: the pass indexes the stamps instead.
+    private struct OutOfOrder: Error {}
+
+    /// Checks one entity of the store; throws ``LedgerError`` `invalidEntity`.
+    private func validate(_ entity: LedgerEntity) throws {
+        guard (1...1024).contains(entity.kind.utf8.count), (1...1024).contains(entity.id.utf8.count) else {
+            throw LedgerError(.invalidEntity, "an entity has kind \"\(entity.kind.prefix(40))\" and id \"\(entity.id.prefix(40))\": each must be 1 to 1,024 bytes; nothing was synced")
+        }
+        let limit = configuration.maximumPayloadBytes
+        guard entity.payload.count <= limit else {
+            throw LedgerError(.invalidEntity, "\(entity.kind) \(entity.id) encodes to \(entity.payload.count) bytes, over the hub's limit of \(limit); nothing was synced")
+        }
+    }
+
+    /// The order of SQLite's BINARY collation on (kind, id): their UTF-8 bytes.
+    static func order(_ a: Key, _ b: Key) -> Int {
+        if a.kind != b.kind { return a.kind.utf8.lexicographicallyPrecedes(b.kind.utf8) ? -1 : 1 }
+        if a.id != b.id { return a.id.utf8.lexicographicallyPrecedes(b.id.utf8) ? -1 : 1 }
+        return 0
+    }
+
+    private static func fingerprint(_ statement: Statement, _ column: Int32) throws -> Hash32? {
+        guard !statement.isNull(column) else { return nil }
+        return try statement.withBlob(column) { bytes in
+            guard bytes.count == Hash32.byteCount else { throw LedgerError(.corrupt, "a stamp's fingerprint does not parse") }
+            return Hash32(unsafeBytes: bytes)
+        }
+    }
+
+    /// Compares one entity with its stamp (or none) and notes the change, if any.
+    private func compare(_ entity: LedgerEntity, _ key: Key, stamp: (fingerprint: Hash32?, modified: Int64, unsent: Bool)?, into diff: inout Diff) {
+        let print = hasher.hash(entity.payload)
+        guard let stamp else {
+            diff.changes.append(Change(key: key, payload: entity.payload, fingerprint: print, keepDate: nil, after: nil))
+            return
+        }
+        if stamp.fingerprint == print {
+            if stamp.unsent { diff.changes.append(Change(key: key, payload: entity.payload, fingerprint: print, keepDate: stamp.modified, after: nil)) }
+        } else {
+            diff.changes.append(Change(key: key, payload: entity.payload, fingerprint: print, keepDate: nil, after: stamp.modified))
+        }
+    }
+
+    /// A stamp no entity matched: a tombstone to make, or a kept one to send again.
+    private func unmatched(_ key: Key, _ stamp: (fingerprint: Hash32?, modified: Int64, unsent: Bool), into diff: inout Diff) {
+        if stamp.fingerprint != nil {
+            diff.gone.append(Change(key: key, payload: nil, fingerprint: nil, keepDate: nil, after: stamp.modified))
+            diff.deletions += 1
+        } else if stamp.unsent {
+            diff.gone.append(Change(key: key, payload: nil, fingerprint: nil, keepDate: stamp.modified, after: nil))
+        }
+    }
+
+    /// The diff as one merge of two ordered scans (no index of the stamps is built);
+    /// `nil` when the source turns out not to list its entities in order.
+    private func diffMerging(_ connection: Connection) throws -> Diff? {
+        var diff = Diff()
+        let read = try connection.cached(literal: "SELECT kind, id, fingerprint, modified_at, unsent FROM ledger_stamps ORDER BY kind, id")
+        read.reset()
+        defer { read.reset() }
+        var current: (key: Key, fingerprint: Hash32?, modified: Int64, unsent: Bool)?
+        func advance() throws {
+            guard try read.step() else {
+                current = nil
+                return
+            }
+            let fingerprint = try Self.fingerprint(read, 2)
+            if fingerprint != nil { diff.live += 1 }
+            current = (Key(kind: read.text(0), id: read.text(1)), fingerprint, read.int64(3), read.int64(4) == 1)
+        }
+        try advance()
+        var previous: Key?
+        do {
+            try source.forEachEntity { entity in
+                diff.entities += 1
+                try validate(entity)
+                let key = Key(kind: entity.kind, id: entity.id)
+                if let previous {
+                    let order = Self.order(previous, key)
+                    if order == 0 { throw Self.duplicate(key) }
+                    if order > 0 { throw OutOfOrder() }
+                }
+                previous = key
+                while let stamp = current, Self.order(stamp.key, key) < 0 {
+                    unmatched(stamp.key, (stamp.fingerprint, stamp.modified, stamp.unsent), into: &diff)
+                    try advance()
+                }
+                if let stamp = current, stamp.key == key {
+                    compare(entity, key, stamp: (stamp.fingerprint, stamp.modified, stamp.unsent), into: &diff)
+                    try advance()
+                } else {
+                    compare(entity, key, stamp: nil, into: &diff)
+                }
+            }
+        } catch is OutOfOrder {
+            return nil
+        } catch let error as LedgerError {
+            throw error
+        } catch {
+            throw LedgerError(.source, "the app's store failed to list its entities: \(error)")
+        }
+        while let stamp = current {
+            unmatched(stamp.key, (stamp.fingerprint, stamp.modified, stamp.unsent), into: &diff)
+            try advance()
+        }
+        return diff
+    }
+
+    /// The diff through an index of every stamp, for a source in any order.
+    private func diffIndexing(_ connection: Connection) throws -> Diff {
+        var diff = Diff()
+        var index: [Key: (fingerprint: Hash32?, modified: Int64, unsent: Bool)] = [:]
+        index.reserveCapacity(Int(try connection.scalarInt("SELECT count(*) FROM ledger_stamps") ?? 0))
+        let read = try connection.cached(literal: "SELECT kind, id, fingerprint, modified_at, unsent FROM ledger_stamps")
+        read.reset()
+        defer { read.reset() }
+        while try read.step() {
+            let fingerprint = try Self.fingerprint(read, 2)
+            if fingerprint != nil { diff.live += 1 }
+            index[Key(kind: read.text(0), id: read.text(1))] = (fingerprint, read.int64(3), read.int64(4) == 1)
+        }
+        var seen = Set<Key>()
+        try fromSource("list its entities") {
+            try source.forEachEntity { entity in
+                diff.entities += 1
+                try validate(entity)
+                let key = Key(kind: entity.kind, id: entity.id)
+                guard seen.insert(key).inserted else { throw Self.duplicate(key) }
+                compare(entity, key, stamp: index[key], into: &diff)
+            }
+        }
+        for (key, stamp) in index where !seen.contains(key) { unmatched(key, stamp, into: &diff) }
+        return diff
+    }
+
+    /// Halts when the store reports another identity than the one the ledger knows.
+    func checkIdentity(_ identity: String, _ connection: Connection) throws {
+        guard let known = try meta("identity", connection).asText, known != identity else { return }
+        let error = LedgerError(
+            .storeReplaced,
+            "the app's store reports identity \(identity), the ledger \(path) knows \(known): the store was wiped or replaced, so sync refuses to turn its absence into tombstones; call reset() to download everything again (002 \"State Wipes\")",
+            file: path)
+        try halt(error)
+        throw error
     }
 
     private static func duplicate(_ key: Key) -> LedgerError {

@@ -74,12 +74,20 @@ public final class Ledger {
     /// sync call throws it, and ``reset()`` is the way on. The file is not written.
     /// - Throws: ``LedgerError`` `notALedger` for another program's database, `wrongAccount`
     ///   for a ledger of another account or hub, `storage` when the file cannot be opened.
-    public init(path: String, source: any LedgerSource, account: String, hub: String, configuration: Configuration = Configuration()) throws {
+    public convenience init(path: String, source: any LedgerSource, account: String, hub: String, configuration: Configuration = Configuration()) throws {
+        try self.init(path: path, source: source, account: account, hub: hub, configuration: configuration, inspecting: false)
+    }
+
+    /// Only looked at (`stele ledger`): nothing is created, migrated or written, not even the halt note.
+    let inspecting: Bool
+
+    init(path: String, source: any LedgerSource, account: String, hub: String, configuration: Configuration, inspecting: Bool) throws {
         self.path = path
         self.source = source
         self.account = account
         self.hub = hub
         self.configuration = configuration
+        self.inspecting = inspecting
         if let note = try Self.readHaltNote(haltNotePath) {
             fileHalt = note
             return
@@ -110,6 +118,10 @@ public final class Ledger {
             throw LedgerError(.storage, "cannot open the ledger \(path): \(error.message)", file: path)
         }
         if exists { try check(connection) }
+        if inspecting {
+            guard exists else { throw LedgerError(.storage, "there is no ledger at \(path): the file is missing or empty", file: path) }
+            return connection
+        }
         do {
             try connection.configure(.standard)
             try connection.transaction {
@@ -200,6 +212,7 @@ public final class Ledger {
         case .corrupt, .newerFormat:
             connection = nil
             fileHalt = error
+            if inspecting { return }
             let note: [String: String] = ["code": error.code.rawValue, "message": error.message]
             do {
                 try JSONSerialization.data(withJSONObject: note, options: [.sortedKeys]).write(to: URL(fileURLWithPath: haltNotePath), options: .atomic)
@@ -207,7 +220,7 @@ public final class Ledger {
                 throw LedgerError(.storage, "sync is halted (\(error)), and the note that says so could not be written beside \(path): \(error)", file: path)
             }
         default:
-            guard let connection else { return }
+            guard let connection, !inspecting else { return }
             try connection.transaction {
                 try setMeta("halt_code", .text(error.code.rawValue), connection)
                 try setMeta("halt_message", .text(error.message), connection)
@@ -255,8 +268,12 @@ public final class Ledger {
                 throw LedgerError(.storage, "cannot move the ledger \(path) aside: \(error)", file: path)
             }
             fileHalt = nil
-            connection = try open()
-            try connection?.transaction { try setMeta("adopting", .integer(1), connection!) }
+            let fresh = try open()
+            connection = fresh
+            try write(fresh) {
+                try setMeta("adopting", .integer(1), fresh)
+                if let identity = try? source.storeIdentity() { try setMeta("identity", .text(identity), fresh) }
+            }
             return evidence
         }
         guard let connection else { throw LedgerError(.storage, "the ledger \(path) is not open", file: path) }
@@ -272,6 +289,8 @@ public final class Ledger {
             try connection.execute("DELETE FROM ledger_meta WHERE name IN ('identity', 'entity_count', 'halt_code', 'halt_message', 'replay_mode', 'replay_after', 'replay_epoch', 'replay_history')")
             try setMeta("cursor", .integer(0), connection)
             try setMeta("adopting", .integer(1), connection)
+            // The store the reset is for: a wipe after it, before any pass, is still told.
+            if let identity = try? source.storeIdentity() { try setMeta("identity", .text(identity), connection) }
         }
         return nil
     }
@@ -484,7 +503,7 @@ extension Ledger {
                 if name == "account" { account = value } else { hub = value }
             }
         }
-        return try Ledger(path: path, source: Unreachable(), account: account, hub: hub)
+        return try Ledger(path: path, source: Unreachable(), account: account, hub: hub, configuration: Configuration(), inspecting: true)
     }
 
     /// The source of a ledger opened only to be looked at.
