@@ -1,3 +1,4 @@
+import Foundation
 import SteleSQL
 
 /// The sync pass (002 "Ledgers and the Transition to Absence"): the app's
@@ -182,9 +183,11 @@ extension Ledger {
 
     /// The order of SQLite's BINARY collation on (kind, id): their UTF-8 bytes.
     static func order(_ a: Key, _ b: Key) -> Int {
-        if a.kind != b.kind { return a.kind.utf8.lexicographicallyPrecedes(b.kind.utf8) ? -1 : 1 }
-        if a.id != b.id { return a.id.utf8.lexicographicallyPrecedes(b.id.utf8) ? -1 : 1 }
-        return 0
+        var kind = a.kind
+        let byKind = kind.withUTF8 { compare(UnsafeRawBufferPointer($0), b.kind) }
+        if byKind != 0 { return byKind }
+        var id = a.id
+        return id.withUTF8 { compare(UnsafeRawBufferPointer($0), b.id) }
     }
 
     private static func fingerprint(_ statement: Statement, _ column: Int32) throws -> Hash32? {
@@ -219,24 +222,30 @@ extension Ledger {
         }
     }
 
-    /// The diff as one merge of two ordered scans (no index of the stamps is built);
-    /// `nil` when the source turns out not to list its entities in order.
+    /// The diff as one merge of two ordered scans (no index of the stamps is built,
+    /// and a stamp's identity is compared in place, its bytes never copied, unless it
+    /// has no entity); `nil` when the source turns out not to list its entities in order.
     private func diffMerging(_ connection: Connection) throws -> Diff? {
         var diff = Diff()
         let read = try connection.cached(literal: "SELECT kind, id, fingerprint, modified_at, unsent FROM ledger_stamps ORDER BY kind, id")
         read.reset()
         defer { read.reset() }
-        var current: (key: Key, fingerprint: Hash32?, modified: Int64, unsent: Bool)?
-        func advance() throws {
-            guard try read.step() else {
-                current = nil
-                return
-            }
-            let fingerprint = try Self.fingerprint(read, 2)
-            if fingerprint != nil { diff.live += 1 }
-            current = (Key(kind: read.text(0), id: read.text(1)), fingerprint, read.int64(3), read.int64(4) == 1)
+        // The stamp under the scan: its columns are read in place while the row is current.
+        var onRow = try read.step()
+        func stamp() throws -> (fingerprint: Hash32?, modified: Int64, unsent: Bool) {
+            (try Self.fingerprint(read, 2), read.int64(3), read.int64(4) == 1)
         }
-        try advance()
+        func next() throws {
+            if !read.isNull(2) { diff.live += 1 }
+            onRow = try read.step()
+        }
+        /// The current stamp's identity against `key`, in SQLite's BINARY order.
+        func order(_ key: Key) -> Int {
+            read.withBlob(0) { kind in
+                let byKind = Self.compare(kind, key.kind)
+                return byKind != 0 ? byKind : read.withBlob(1) { id in Self.compare(id, key.id) }
+            }
+        }
         var previous: Key?
         do {
             try source.forEachEntity { entity in
@@ -249,13 +258,15 @@ extension Ledger {
                     if order > 0 { throw OutOfOrder() }
                 }
                 previous = key
-                while let stamp = current, Self.order(stamp.key, key) < 0 {
-                    unmatched(stamp.key, (stamp.fingerprint, stamp.modified, stamp.unsent), into: &diff)
-                    try advance()
+                var position = onRow ? order(key) : 1
+                while position < 0 {
+                    unmatched(Key(kind: read.text(0), id: read.text(1)), try stamp(), into: &diff)
+                    try next()
+                    position = onRow ? order(key) : 1
                 }
-                if let stamp = current, stamp.key == key {
-                    compare(entity, key, stamp: (stamp.fingerprint, stamp.modified, stamp.unsent), into: &diff)
-                    try advance()
+                if position == 0 {
+                    compare(entity, key, stamp: try stamp(), into: &diff)
+                    try next()
                 } else {
                     compare(entity, key, stamp: nil, into: &diff)
                 }
@@ -264,14 +275,29 @@ extension Ledger {
             return nil
         } catch let error as LedgerError {
             throw error
+        } catch let error as SQLiteError {
+            throw LedgerError(.storage, "the ledger \(path) could not be read: \(error.message)", file: path)
         } catch {
             throw LedgerError(.source, "the app's store failed to list its entities: \(error)")
         }
-        while let stamp = current {
-            unmatched(stamp.key, (stamp.fingerprint, stamp.modified, stamp.unsent), into: &diff)
-            try advance()
+        while onRow {
+            unmatched(Key(kind: read.text(0), id: read.text(1)), try stamp(), into: &diff)
+            try next()
         }
         return diff
+    }
+
+    /// Bytes in place against a string's UTF-8, as memcmp orders them.
+    static func compare(_ bytes: UnsafeRawBufferPointer, _ text: String) -> Int {
+        var text = text
+        return text.withUTF8 { utf8 in
+            let common = min(bytes.count, utf8.count)
+            if common > 0, let left = bytes.baseAddress, let right = utf8.baseAddress {
+                let result = memcmp(left, right, common)
+                if result != 0 { return result < 0 ? -1 : 1 }
+            }
+            return bytes.count == utf8.count ? 0 : (bytes.count < utf8.count ? -1 : 1)
+        }
     }
 
     /// The diff through an index of every stamp, for a source in any order.
