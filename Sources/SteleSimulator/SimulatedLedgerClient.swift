@@ -24,6 +24,8 @@ public final class SimulatedLedgerClient {
     private(set) var appDeleted: Set<String> = []
     /// The app's store is empty because its user deleted everything (not a wipe).
     private var emptiedByUser = false
+    /// A wipe happened since the last pass (or reset): the app cannot vouch for an empty store.
+    private var wipedSincePass = false
     /// What the app's user deleted since the last pass, of what the ledger had seen: the
     /// app confirms as many deletions as are still deletions (an app counts what its user removed).
     private var deletedSincePass: Set<String> = []
@@ -95,7 +97,8 @@ public final class SimulatedLedgerClient {
                 try source.delete(kind: kind, id: id)
                 appDeleted.insert("\(kind) \(id)")
                 if stamped { deletedSincePass.insert("\(kind) \(id)") }
-                if try source.all().isEmpty { emptiedByUser = true }
+                // The user emptied the store only if this delete removed what the ledger had seen.
+                if stamped, !wipedSincePass, try source.all().isEmpty { emptiedByUser = true }
             }
             hub.oracle.noteIntent([MirrorOracle.Target(kind: kind, id: id)])
         case .step(_, let step):
@@ -129,6 +132,7 @@ public final class SimulatedLedgerClient {
             hub.oracle.noteDisaster(.bookkeeping, at: name)
         case .wipeKeepingIdentity:
             try source.wipe(keepingIdentity: true)
+            wipedSincePass = true
             hub.oracle.noteDisaster(.data, at: name)
             emptiedByUser = false
         default:
@@ -165,10 +169,12 @@ public final class SimulatedLedgerClient {
             case .replay: _ = try driver.replay()
             case .wipe:
                 try source.wipe()
+                wipedSincePass = true
                 hub.oracle.noteDisaster(.data, at: name)
                 emptiedByUser = false
             case .reset:
                 try ledger.reset()
+                wipedSincePass = false
                 lastRefusal = nil
             }
             if step == .flush || step == .sync { pendingCrash = nil }
@@ -189,6 +195,8 @@ public final class SimulatedLedgerClient {
     /// A pass went through: the deletions counted so far are in the ledger.
     private func passed() throws {
         deletedSincePass = []
+        emptiedByUser = false
+        wipedSincePass = false
     }
 
     /// Damages the ledger's file on disk (SCENARIOS `C corrupt ledger`): a page of
