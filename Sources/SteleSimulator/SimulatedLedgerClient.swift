@@ -121,10 +121,8 @@ public final class SimulatedLedgerClient {
             let ledgerBackup = hub.folder + "/backups/client-\(label).ledger"
             if FileManager.default.fileExists(atPath: ledgerBackup) {
                 ledger.close()
-                for suffix in ["", "-wal", "-shm", ".halted"] where FileManager.default.fileExists(atPath: ledgerPath + suffix) {
-                    try FileManager.default.removeItem(atPath: ledgerPath + suffix)
-                }
-                try FileManager.default.copyItem(atPath: ledgerBackup, toPath: ledgerPath)
+                if FileManager.default.fileExists(atPath: ledger.haltNotePath) { try FileManager.default.removeItem(atPath: ledger.haltNotePath) }
+                try SimulatedHub.copyDatabase(from: ledgerBackup, to: ledgerPath)
             }
             try restart()
         case .corruptLedger:

@@ -135,7 +135,7 @@ extension Ledger {
                     let next = attempts + 1
                     let exhausted = next >= Int64(configuration.maximumAttempts)
                     if exhausted { failed += 1 }
-                    let pause = min(configuration.initialBackoffMilliseconds << min(max(next - 1, 0), 20), configuration.maximumBackoffMilliseconds)
+                    let pause = MirrorStore.backoff(afterAttempts: next, initial: configuration.initialBackoffMilliseconds, maximum: configuration.maximumBackoffMilliseconds)
                     try connection.execute(
                         "UPDATE ledger_outbox SET attempts = ?2, state = ?3, next_attempt_at = ?4, last_error = ?5 WHERE qid = ?1",
                         [.integer(qid), .integer(next), .text(exhausted ? "failed" : "pending"), .integer(now + pause), .text(message)])
@@ -271,7 +271,14 @@ extension Ledger {
                 "SELECT op, payload, modified_at FROM ledger_outbox WHERE kind = ? AND id = ?", [.text(record.kind), .text(record.id)]
             ) { (op: $0.text(0), payload: $0.optionalBlob(1), modified: $0.int64(2)) }
             let remotePrint = record.payload.map { fingerprint($0).bytes }
-            let read = { try self.fromSource("read \(record.kind) \(record.id)") { try self.source.payload(kind: record.kind, id: record.id) } }
+            // The store's copy, read once at most.
+            var held: [UInt8]??
+            let read = { () throws -> [UInt8]? in
+                if let held { return held }
+                let payload = try self.fromSource("read \(record.kind) \(record.id)") { try self.source.payload(kind: record.kind, id: record.id) }
+                held = .some(payload)
+                return payload
+            }
             var decision: Decision
             if adopting {
                 decisions.append(try adopt(record, stamp: stamp, held: read(), remotePrint: remotePrint))

@@ -24,9 +24,11 @@ public final class LedgerSync {
     public func nextPush() throws -> MirrorRequest? {
         let due = try ledger.due()
         guard !due.isEmpty else { return nil }
-        let body = PushBody(
+        let body = MirrorSync.PushBody(
             mutations: due.map {
-                PushBody.Item(mutation: $0.mutation, kind: $0.kind, id: $0.id, op: $0.op, payload: $0.payload.map { Data($0).base64EncodedString() }, modifiedAt: $0.modifiedAt)
+                MirrorSync.PushBody.Item(
+                    mutation: $0.mutation, kind: $0.kind, id: $0.id, op: $0.op, payload: $0.payload.map { Data($0).base64EncodedString() }, group: nil, set: nil, member: nil,
+                    modifiedAt: $0.modifiedAt)
             })
         return MirrorRequest(purpose: .push(due.map(\.mutation)), method: "POST", path: "records/push", body: Array(try JSONEncoder().encode(body)), waitSeconds: 0)
     }
@@ -89,7 +91,7 @@ public final class LedgerSync {
             let failed = try ledger.recordFailure(.failed("no answer: \(why)"), mutations: mutations)
             return .pushFailed(reason: why, countsAttempt: true, failedNow: failed, reachable: true)
         case .answer(let answer) where answer.status == 200:
-            guard let parsed = try? JSONDecoder().decode(PushAnswer.self, from: Data(answer.body)) else {
+            guard let parsed = try? JSONDecoder().decode(MirrorSync.PushAnswer.self, from: Data(answer.body)) else {
                 let message = "the hub's answer to a push is not HUB-API's push answer"
                 report("push-malformed", message)
                 try ledger.recordFailure(.malformed(message), mutations: mutations)
@@ -128,7 +130,7 @@ public final class LedgerSync {
             }
             return .pulled(changed: applied.changed, retired: 0, superseded: 0, more: page.more)
         case .answer(let answer) where answer.status == 409 || answer.status == 410:
-            guard let rewound = try? JSONDecoder().decode(Rewound.self, from: Data(answer.body)) else {
+            guard let rewound = try? JSONDecoder().decode(MirrorSync.Rewound.self, from: Data(answer.body)) else {
                 let message = "the hub answered \(answer.status) without its epoch and history id"
                 report("pull-malformed", message)
                 return .pullFailed(reason: message, reachable: true)
@@ -229,39 +231,6 @@ public final class LedgerSync {
     private func report(_ kind: String, _ message: String) {
         guard reported.insert(kind).inserted else { return }
         reports.append(message)
-    }
-
-    // MARK: - Wire
-
-    private struct PushBody: Encodable {
-        struct Item: Encodable {
-            let mutation: String
-            let kind: String
-            let id: String
-            let op: String
-            let payload: String?
-            let modifiedAt: Int64
-        }
-
-        let mutations: [Item]
-    }
-
-    private struct PushAnswer: Decodable {
-        struct Result: Decodable {
-            let mutation: String
-            let status: String
-            let seq: Int64?
-            let reason: String?
-            let hubTime: Int64?
-        }
-
-        let historyId: Int64
-        let results: [Result]
-    }
-
-    private struct Rewound: Decodable {
-        let epoch: String
-        let historyId: Int64
     }
 }
 

@@ -225,7 +225,12 @@ extension MirrorStore {
 
     /// The pause after `attempts` failed attempts: doubling from the initial back-off, capped.
     func backoff(afterAttempts attempts: Int64) -> Int64 {
-        let doubled = configuration.initialBackoffMilliseconds << min(max(attempts - 1, 0), 20)
-        return min(doubled, configuration.maximumBackoffMilliseconds)
+        Self.backoff(afterAttempts: attempts, initial: configuration.initialBackoffMilliseconds, maximum: configuration.maximumBackoffMilliseconds)
+    }
+
+    /// The pause after `attempts` failed attempts, doubling from `initial` up to `maximum`
+    /// (the mirror client's and the ledger client's retries alike).
+    static func backoff(afterAttempts attempts: Int64, initial: Int64, maximum: Int64) -> Int64 {
+        min(initial << min(max(attempts - 1, 0), 20), maximum)
     }
 }

@@ -212,7 +212,8 @@ public final class MirrorSync {
 
     // MARK: - Wire
 
-    private struct PushBody: Encodable {
+    /// A push's body (HUB-API); the ledger client sends the same, without groups or sets.
+    struct PushBody: Encodable {
         struct Item: Encodable {
             let mutation: String
             let kind: String
@@ -228,7 +229,7 @@ public final class MirrorSync {
         let mutations: [Item]
     }
 
-    private struct PushAnswer: Decodable {
+    struct PushAnswer: Decodable {
         struct Result: Decodable {
             let mutation: String
             let status: String
@@ -266,7 +267,7 @@ public final class MirrorSync {
         let more: Bool
     }
 
-    private struct Rewound: Decodable {
+    struct Rewound: Decodable {
         let epoch: String
         let historyId: Int64
         /// How much of the cursor's history the hub still holds.
