@@ -1055,6 +1055,38 @@ import TestSupport
         #expect(sent.first?["modifiedAt"] as? Int64 == stampB.modifiedAt)
     }
 
+    /// After a rewind, a version the hub lacks waits to be sent again; a page of the feed
+    /// that brings an older version of the record before that (another client pushing
+    /// what it held) must not replace it, and a newer one must (seed 13015).
+    @Test(arguments: [false, true]) func aVersionTheRewoundHubLacksOutlivesAnOlderOneFromTheFeed(newerArrives: Bool) throws {
+        let rig = try Rig()
+        try rig.put("a", "mine, confirmed")
+        try rig.ledger.pass()
+        try rig.flush(seq: 1)
+        let mine = try #require(try rig.stamp("a"))
+        try rig.pull([Self.record("a", "mine, confirmed", at: mine.modifiedAt, seq: 1)], next: 1)
+        let request = try rig.sync.nextPull()
+        let rewound = try JSONSerialization.data(withJSONObject: ["error": ["code": "history_rewound", "message": "rewound"], "epoch": "e2", "historyId": 0])
+        #expect(try rig.sync.handle(.answer(HubAnswer(status: 409, body: [UInt8](rewound))), to: request) == .replayStarted)
+        #expect(try rig.replay([]) == .replayed(records: 0, more: false))
+        #expect(try rig.stamp("a")?.unsent == true)
+
+        // Before this client's next pass, the feed brings another client's version.
+        let theirs = newerArrives ? mine.modifiedAt + 5 : mine.modifiedAt - 5
+        try rig.pull([Self.record("a", "theirs", at: theirs, seq: 1)], next: 1, epoch: "e2")
+        if newerArrives {
+            #expect(try rig.value("a") == "theirs")
+            #expect(try rig.stamp("a")?.modifiedAt == theirs)
+            #expect(try rig.ledger.pass().resent == 0)
+        } else {
+            #expect(try rig.value("a") == "mine, confirmed")
+            #expect(try rig.stamp("a")?.modifiedAt == mine.modifiedAt && rig.stamp("a")?.unsent == true)
+            let report = try rig.ledger.pass()
+            #expect(report.resent == 1)
+            #expect(try Self.rows(rig.ledger) == ["a put \(mine.modifiedAt) pending"])
+        }
+    }
+
     // MARK: - 11. Adoption after a reset
 
     @Test func aResetAdoptsWhatTheStoreHoldsAndMakesNoTombstone() throws {

@@ -265,8 +265,8 @@ extension Ledger {
         decisions.reserveCapacity(records.count)
         for record in records {
             let stamp = try connection.queryFirst(
-                "SELECT fingerprint, modified_at FROM ledger_stamps WHERE kind = ? AND id = ?", [.text(record.kind), .text(record.id)]
-            ) { (fingerprint: $0.optionalBlob(0), modified: $0.int64(1)) }
+                "SELECT fingerprint, modified_at, unsent FROM ledger_stamps WHERE kind = ? AND id = ?", [.text(record.kind), .text(record.id)]
+            ) { (fingerprint: $0.optionalBlob(0), modified: $0.int64(1), unsent: $0.int64(2) == 1) }
             let local = try connection.queryFirst(
                 "SELECT op, payload, modified_at FROM ledger_outbox WHERE kind = ? AND id = ?", [.text(record.kind), .text(record.id)]
             ) { (op: $0.text(0), payload: $0.optionalBlob(1), modified: $0.int64(2)) }
@@ -281,7 +281,7 @@ extension Ledger {
             }
             var decision: Decision
             if adopting {
-                decisions.append(try adopt(record, stamp: stamp, held: read(), remotePrint: remotePrint))
+                decisions.append(try adopt(record, stamp: stamp.map { ($0.fingerprint, $0.modified) }, held: read(), remotePrint: remotePrint))
                 continue
             }
             if let local {
@@ -297,8 +297,11 @@ extension Ledger {
                 }
             } else if let stamp, stamp.modified == record.modifiedAt, stamp.fingerprint == remotePrint {
                 decision = Decision(record: record, action: .sameVersion)
-            } else if let stamp, arrival == .replay {
-                let verdict = try judge(record, against: stamp, held: read)
+            } else if let stamp, arrival == .replay || stamp.unsent {
+                // The feed's version is the hub's latest, and newer than what the ledger confirmed,
+                // except where the hub is known to lack the stamp's version (it was rewound and the
+                // version is not sent again yet): there, as in a replay, the later version wins.
+                let verdict = try judge(record, against: (stamp.fingerprint, stamp.modified), held: read)
                 decision =
                     verdict > 0
                     ? Decision(record: record, action: .take(expected: stamp.fingerprint, dropLocal: false, conflict: false))
