@@ -1,3 +1,4 @@
+import Foundation
 import Stele
 import SteleSQL
 
@@ -47,33 +48,80 @@ extension HubService {
         }
     }
 
-    /// `GET /v1/accounts/{a}/status` (members): the relay side of it now; the
-    /// record history's fields hold their starting values until the record API lands.
+    /// `GET /v1/accounts/{a}/status` (members): the history's epoch and id; per
+    /// device its relay cursor and mailbox, its records cursor, when it last pulled
+    /// and how far behind it is; the tombstone horizon, the device holding it back
+    /// and the tombstones waiting on it; and a warning for each stuck condition, so a
+    /// poll of this endpoint sees it as soon as it holds.
     func status(_ account: AccountID, _ request: HubRequest) throws -> HubResponse {
         try transaction { sql in
             _ = try authenticate(request, account, sql)
             let epoch = try epoch(sql)
+            let history = try historyID(account, sql)
+            let time = now()
+            var warnings: [String] = []
             let devices: [[String: Any]] = try sql.query(
                 """
                 SELECT d.device, d.state, d.relay_cursor, d.last_seen_ms,
                     (SELECT CAST(count(*) AS BIGINT) FROM mailbox m WHERE m.account = d.account AND m.device = d.device),
                     (SELECT min(m.created_ms) FROM mailbox m WHERE m.account = d.account AND m.device = d.device),
-                    d.mailbox_bytes, d.name
+                    d.mailbox_bytes, d.name, d.records_cursor, d.records_pulled_ms
                 FROM devices d WHERE d.account = $1 ORDER BY d.device
                 """, [.text(account.hex)]
             ).map { row in
-                [
-                    "device": row[column: 0].string ?? "", "state": row[column: 1].string ?? "",
+                let device = row[column: 0].string ?? ""
+                let member = row[column: 1].string == "member"
+                let cursor = row[column: 8].int64 ?? 0
+                let pulledAt = row[column: 9].int64
+                let lag = max(0, history - cursor)
+                let bytes = row[column: 6].int64 ?? 0
+                if member, lag > 0, time - (pulledAt ?? 0) > Int64(configuration.stalledCursorSeconds) * 1000 {
+                    warnings.append(
+                        "stalled cursor: device \(device.prefix(16)) \(pulledAt.map { "last pulled the change feed at \(Self.iso($0))" } ?? "never pulled the change feed") and is \(lag) changes behind")
+                }
+                if member, bytes * 10 >= Int64(configuration.maximumMailboxBytes) * 9 {
+                    warnings.append("full mailbox: device \(device.prefix(16)) has \(bytes) of \(configuration.maximumMailboxBytes) bytes waiting; relay frames to it are refused (429) until it reads them")
+                }
+                return [
+                    "device": device, "state": row[column: 1].string ?? "",
                     "cursor": row[column: 2].int64 ?? 0, "lastSeen": row[column: 3].int64.map { $0 as Any } ?? NSNullValue.value,
                     "pendingFrames": row[column: 4].int64 ?? 0, "oldestPendingFrame": row[column: 5].int64.map { $0 as Any } ?? NSNullValue.value,
-                    "pendingBytes": row[column: 6].int64 ?? 0, "name": row[column: 7].string.map { $0 as Any } ?? NSNullValue.value,
+                    "pendingBytes": bytes, "name": row[column: 7].string.map { $0 as Any } ?? NSNullValue.value,
+                    "recordsCursor": cursor, "recordsPulledAt": pulledAt.map { $0 as Any } ?? NSNullValue.value, "recordsLag": member ? lag : 0,
                 ]
             }
+            let horizon = try self.horizon(account, sql)
+            let collected = try sql.query("SELECT collected FROM accounts WHERE id = $1", [.text(account.hex)]).first?[column: 0].int64 ?? 0
+            let tombstones = try sql.query("SELECT CAST(count(*) AS BIGINT) FROM records WHERE account = $1 AND payload IS NULL", [.text(account.hex)]).first?[column: 0].int64 ?? 0
+            var heldBy: Any = NSNullValue.value
+            var waiting: Int64 = 0
+            if let holder = try horizonHolder(account, sql) {
+                // The tombstones the holder has not pulled: nothing collects them until it does.
+                waiting = try sql.query(
+                    "SELECT CAST(count(*) AS BIGINT) FROM records WHERE account = $1 AND payload IS NULL AND seq > $2", [.text(account.hex), .integer(holder.cursor)]
+                ).first?[column: 0].int64 ?? 0
+                heldBy = [
+                    "device": holder.device, "name": holder.name.map { $0 as Any } ?? NSNullValue.value, "cursor": holder.cursor,
+                    "since": holder.pulledAt.map { $0 as Any } ?? NSNullValue.value, "tombstonesWaiting": waiting,
+                ] as [String: Any]
+                if waiting > 0, holder.cursor < history {
+                    warnings.append(
+                        "compaction blocked: \(waiting) tombstones wait for device \(holder.device.prefix(16))\(holder.name.map { " (\($0))" } ?? ""), which \(holder.pulledAt.map { "last pulled at \(Self.iso($0))" } ?? "never pulled") at cursor \(holder.cursor); revoke it if it is gone for good")
+                }
+            }
+            let oldestFrame = devices.compactMap { $0["oldestPendingFrame"] as? Int64 }.min()
             let anchor = try sql.query("SELECT generation FROM anchors WHERE account = $1", [.text(account.hex)]).first?[column: 0].int64
             return HubJSON.response([
-                "account": account.hex, "historyId": try historyID(account, sql), "epoch": epoch, "devices": devices,
-                "horizon": 0, "horizonHeldBy": NSNullValue.value, "anchorGeneration": anchor.map { $0 as Any } ?? NSNullValue.value,
+                "account": account.hex, "historyId": history, "epoch": epoch, "devices": devices, "hubTime": time,
+                "horizon": horizon, "horizonHeldBy": heldBy, "tombstones": tombstones, "tombstonesCollected": collected,
+                "oldestPendingFrame": oldestFrame.map { $0 as Any } ?? NSNullValue.value,
+                "anchorGeneration": anchor.map { $0 as Any } ?? NSNullValue.value, "warnings": warnings,
             ])
         }
+    }
+
+    /// A time in milliseconds since 1970 as ISO 8601, for messages.
+    static func iso(_ milliseconds: Int64) -> String {
+        Date(timeIntervalSince1970: Double(milliseconds) / 1000).formatted(.iso8601)
     }
 }

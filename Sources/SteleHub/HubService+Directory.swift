@@ -153,11 +153,14 @@ extension HubService {
             try sql.execute("UPDATE accounts SET roster_version = $2 WHERE id = $1", [.text(account.hex), .integer(Int64(index + 1))])
             switch change.action {
             case .join:
-                // The device keeps the name it asked to join under, when it asked.
+                // The device keeps the name it asked to join under, when it asked. Its records
+                // cursor starts at the history id of its join: it never held an older record,
+                // so it holds back the collection of no older tombstone (HubService+Compaction).
                 try sql.execute(
                     """
-                    INSERT INTO devices (account, device, signing_key, state, name)
-                    VALUES ($1, $2, $3, 'member', (SELECT name FROM join_requests WHERE account = $1 AND device = $2))
+                    INSERT INTO devices (account, device, signing_key, state, name, records_cursor)
+                    VALUES ($1, $2, $3, 'member', (SELECT name FROM join_requests WHERE account = $1 AND device = $2),
+                        (SELECT history FROM accounts WHERE id = $1))
                     """,
                     [.text(account.hex), .text(change.device.hex), .blob(change.signingKey)])
                 try sql.execute("DELETE FROM join_requests WHERE account = $1 AND device = $2", [.text(account.hex), .text(change.device.hex)])

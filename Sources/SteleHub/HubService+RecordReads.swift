@@ -57,8 +57,8 @@ extension HubService {
         let limit = Int(try Self.queryInteger(request, "limit", default: Int64(configuration.maximumChangesPerPage), range: 1...Int64(configuration.maximumChangesPerPage)))
         let wait = request.query["wait"] == nil ? nil : try Self.queryInteger(request, "wait", default: 0, range: 0...Int64(configuration.maximumWaitSeconds))
         let page = try transaction { sql in
-            _ = try authenticate(request, account, sql)
-            return try changesPage(account, since: since, epoch: request.query["epoch"], limit: limit, sql)
+            let caller = try authenticate(request, account, sql)
+            return try changesPage(account, since: since, epoch: request.query["epoch"], limit: limit, device: caller.device, sql)
         }
         guard let wait, wait > 0, page.records.isEmpty else { return .respond(page.response) }
         return .wait(
@@ -67,8 +67,8 @@ extension HubService {
                 poll: { [self] in
                     do {
                         let again = try transaction { sql in
-                            _ = try authenticate(request, account, sql)
-                            return try changesPage(account, since: since, epoch: request.query["epoch"], limit: limit, sql)
+                            let caller = try authenticate(request, account, sql)
+                            return try changesPage(account, since: since, epoch: request.query["epoch"], limit: limit, device: caller.device, sql)
                         }
                         return again.records.isEmpty ? nil : again.response
                     } catch {
@@ -84,6 +84,8 @@ extension HubService {
         let next: Int64
         let epoch: String
         let more: Bool
+        /// Tombstones at or below it are collected: a client may drop its own.
+        let horizon: Int64
 
         var records: [StoredRecord] { changes }
 
@@ -102,6 +104,9 @@ extension HubService {
             json.comma()
             json.key("more")
             json.bool(more)
+            json.comma()
+            json.key("horizon")
+            json.integer(horizon)
             json.raw("}")
             return HubResponse(status: 200, headers: ["Content-Type": "application/json"], body: json.bytes)
         }
@@ -125,7 +130,9 @@ extension HubService {
     /// The records changed after `since`, in history order. The history id is read
     /// before the rows: every position up to it is committed (positions are taken
     /// under the account's lock, in commit order), so a page that ends there is whole.
-    func changesPage(_ account: AccountID, since: Int64, epoch requested: String?, limit: Int, _ sql: any HubSQL) throws -> ChangesPage {
+    /// A cursor in the current epoch is `device`'s acknowledgment of everything up to
+    /// `since` (HubService+Compaction); one below the horizon is refused with `410`.
+    func changesPage(_ account: AccountID, since: Int64, epoch requested: String?, limit: Int, device: String?, _ sql: any HubSQL) throws -> ChangesPage {
         let epoch = try epoch(sql)
         let history = try historyID(account, sql)
         if let requested, requested != epoch {
@@ -139,6 +146,14 @@ extension HubService {
             throw HubRefusal(409, "history_rewound", "the cursor \(since) is beyond the hub's history id \(history) (epoch \(epoch)): the hub lost changes; replay, then push again what it lacks",
                 body: ["epoch": epoch, "historyId": history, "commonHistoryId": history])
         }
+        let horizon = try self.horizon(account, sql)
+        if since < horizon {
+            throw HubRefusal(
+                410, "history_compacted",
+                "the cursor \(since) is below the hub's tombstone horizon \(horizon): deletes up to it were collected once every device had them; replay, then go on from the history id",
+                body: ["epoch": epoch, "historyId": history, "commonHistoryId": history, "horizon": horizon])
+        }
+        if let device { try notePulled(account, device: device, since: since, sql) }
         let rows = try sql.query(
             "SELECT kind, id, payload, modified_ms, grp, seq FROM records WHERE account = $1 AND seq > $2 ORDER BY seq LIMIT $3",
             [.text(account.hex), .integer(since), .integer(Int64(limit) + 1)])
@@ -148,7 +163,7 @@ extension HubService {
             try attachSets(&records, account, "r.seq >= $2 AND r.seq <= $3", [.integer(first.seq), .integer(last.seq)], sql)
         }
         let next = more ? (records.last?.seq ?? since) : max(history, records.last?.seq ?? since)
-        return ChangesPage(changes: records, next: next, epoch: epoch, more: more)
+        return ChangesPage(changes: records, next: next, epoch: epoch, more: more, horizon: horizon)
     }
 
     static func storedRecord(_ row: [SQLValue]) -> StoredRecord? {

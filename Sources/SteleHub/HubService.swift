@@ -37,6 +37,9 @@ public final class HubService: HubHandler {
         public var maximumClockAheadSeconds = 3_600
         /// How long a mutation id is remembered (a push retried later than this applies again).
         public var mutationMemorySeconds = 30 * 86_400
+        /// A member device behind the history that has not pulled the change feed for this
+        /// long is reported in the account's status as a stalled cursor.
+        public var stalledCursorSeconds = 300
 
         public init() {}
     }

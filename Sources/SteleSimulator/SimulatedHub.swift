@@ -28,6 +28,12 @@ public final class SimulatedHub {
     let founder: DeviceIdentity
     let account: AccountID
     private var token = ""
+    /// Each client is a device of the account, approved by the founder, with its own
+    /// session: the hub keeps a records cursor per device, and compaction waits on each.
+    private var clientDevices: [String: DeviceIdentity] = [:]
+    private var clientTokens: [String: String] = [:]
+    /// Clients whose device the founder revoked (`hub revoke C`).
+    public private(set) var revokedClients: Set<String> = []
     public private(set) var isDown = false
     private var pushFaults: [HubStatement.PushFault] = []
     /// Push requests the hub received, by client.
@@ -70,16 +76,65 @@ public final class SimulatedHub {
     func tick() { clock.set(Self.epochStart + simulation.now) }
 
     private func openSession() throws {
+        token = try session(for: founder)
+    }
+
+    /// A new session of `device` (HUB-API "Authentication").
+    private func session(for device: DeviceIdentity) throws -> String {
         tick()
         let time = clock.milliseconds
-        let signature = try HubSessionProof.sign(by: founder, account: account, timeMilliseconds: time)
+        let signature = try HubSessionProof.sign(by: device, account: account, timeMilliseconds: time)
         let answer = call(
-            "POST", "/v1/accounts/\(account.hex)/sessions", json: ["device": founder.deviceID.hex, "time": time, "signature": Data(signature).base64EncodedString()],
+            "POST", "/v1/accounts/\(account.hex)/sessions", json: ["device": device.deviceID.hex, "time": time, "signature": Data(signature).base64EncodedString()],
             token: nil)
         guard answer.status == 200, let token = (try? JSONSerialization.jsonObject(with: Data(answer.body))) as? [String: Any], let text = token["token"] as? String else {
             throw SimulationInputError(message: "the simulated hub refused a session: \(answer.status)")
         }
-        self.token = text
+        return text
+    }
+
+    /// The founder signs `change` at the roster's end and posts it.
+    private func postRosterChange(_ make: (Int) throws -> RosterChange) throws {
+        let version = try storage.transaction { sql -> Int64 in
+            if case .integer(let version)? = try sql.query("SELECT roster_version FROM accounts WHERE id = $1", [.text(account.hex)]).first?.first { return version }
+            return 0
+        }
+        let change = try make(Int(version))
+        var answer = call("POST", "/v1/accounts/\(account.hex)/roster", json: ["change": Data(change.encoded).base64EncodedString(), "index": version], token: token)
+        if answer.status == 401 {
+            try openSession()
+            answer = call("POST", "/v1/accounts/\(account.hex)/roster", json: ["change": Data(change.encoded).base64EncodedString(), "index": version], token: token)
+        }
+        guard answer.status == 200 else { throw SimulationInputError(message: "the simulated hub refused a roster change: \(answer.status)") }
+    }
+
+    /// Makes `client` a device of the account (again, after a restore put the
+    /// roster back before its approval) and opens its session.
+    /// The first client is the founding device itself (an account's first device
+    /// founds it), so no device stands outside the clients holding compaction back.
+    private func enroll(_ client: String) throws {
+        let identity = try clientDevices[client] ?? (clientDevices.isEmpty ? founder : DeviceIdentity.generate())
+        clientDevices[client] = identity
+        let known = try storage.transaction { sql in
+            try !sql.query("SELECT 1 FROM devices WHERE account = $1 AND device = $2", [.text(account.hex), .text(identity.deviceID.hex)]).isEmpty
+        }
+        if !known {
+            try postRosterChange { index in
+                try RosterChange.approval(of: identity.deviceID, signingKey: try identity.signingKey(), by: founder, account: account, index: index)
+            }
+        }
+        clientTokens[client] = try session(for: identity)
+    }
+
+    /// `hub revoke C`: the founder revokes the client's device; its sessions end, it
+    /// holds tombstone compaction back no more.
+    private func revoke(_ client: String) throws {
+        guard let identity = clientDevices[client] else { throw SimulationInputError(message: "no such client \(client)") }
+        guard identity != founder else {
+            throw SimulationInputError(message: "\(client) is the account's founding device, which signs every roster change here; revoke another client")
+        }
+        try postRosterChange { index in try RosterChange.revocation(of: identity.deviceID, by: founder, account: account, index: index) }
+        revokedClients.insert(client)
     }
 
     /// One request into the hub's handler, answered at once (a long poll that finds nothing expires at once).
@@ -105,7 +160,7 @@ public final class SimulatedHub {
                 let fault = pushFaults.removeFirst()
                 switch fault {
                 case .timeout:
-                    let response = authenticatedCall(request)
+                    let response = authenticatedCall(request, from: client)
                     traceExchange(request, from: client, response, lost: true)
                     oracle.observe(push: request.body, status: response.status, answer: response.body, from: client)
                     return .lost("the hub applied the push; its answer never arrived")
@@ -115,7 +170,7 @@ public final class SimulatedHub {
                 }
             }
         }
-        let response = authenticatedCall(request)
+        let response = authenticatedCall(request, from: client)
         traceExchange(request, from: client, response, lost: false)
         if case .push = request.purpose {
             oracle.observe(push: request.body, status: response.status, answer: response.body, from: client)
@@ -136,12 +191,14 @@ public final class SimulatedHub {
             String(format: "%10.3f s  %@  %@", Double(simulation.now) / 1_000, client, "\(request.method) \(request.path) \(body) -> \(response.status)\(lost ? " (lost)" : "") \(answer)"))
     }
 
-    /// A request with the session token; a new session once when the hub forgot it (a restore).
-    private func authenticatedCall(_ request: MirrorRequest) -> HubResponse {
+    /// A request with the client's session token; a new session once when the hub
+    /// forgot it (a restore; the device is approved again when the restored roster lacks it).
+    private func authenticatedCall(_ request: MirrorRequest, from client: String) -> HubResponse {
         let target = "/v1/accounts/\(account.hex)/\(request.path)"
-        let first = call(request.method, target, body: request.body, token: token)
-        guard first.status == 401, (try? openSession()) != nil else { return first }
-        return call(request.method, target, body: request.body, token: token)
+        if clientTokens[client] == nil, !revokedClients.contains(client) { try? enroll(client) }
+        let first = call(request.method, target, body: request.body, token: clientTokens[client])
+        guard first.status == 401, !revokedClients.contains(client), (try? enroll(client)) != nil else { return first }
+        return call(request.method, target, body: request.body, token: clientTokens[client])
     }
 
     // MARK: - Statements
@@ -155,11 +212,13 @@ public final class SimulatedHub {
             guard answer.status == 200 else { throw SimulationInputError(message: "the hub refused kind \(kind): \(answer.status)") }
         case .client(let name):
             guard client(name) == nil else { throw SimulationInputError(message: "client \(name) exists") }
+            try enroll(name)
             let client = try SimulatedClient(name: name, path: folder + "/client-\(name).sqlite", hub: self)
             for rule in rollups { try client.store.declareRollup(kind: rule.kind, set: rule.set, member: rule.member) }
             clients.append(client)
         case .ledgerClient(let name):
             guard client(name) == nil, ledgerClient(name) == nil else { throw SimulationInputError(message: "client \(name) exists") }
+            try enroll(name)
             ledgerClients.append(try SimulatedLedgerClient(name: name, hub: self))
         case let .rollup(kind, set, member):
             rollups.append((kind, set, member))
@@ -195,6 +254,12 @@ public final class SimulatedHub {
             }
             oracle.forks[oracle.epoch] = fork
             oracle.noteRestore(live: Set(try allRecords().filter { $0.value.payload != nil }.keys))
+        case .compact:
+            let compaction = try service.compact()
+            simulation.trace?(String(format: "%10.3f s  hub  compact: %d tombstones collected", Double(simulation.now) / 1_000, compaction.collected))
+        case .revoke(let name):
+            try revoke(name)
+            simulation.trace?(String(format: "%10.3f s  hub  revoke %@", Double(simulation.now) / 1_000, name))
         default:
             guard let name = statement.client else { throw SimulationInputError(message: "no such client") }
             if let ledger = ledgerClient(name) { return try ledger.apply(statement) }
@@ -252,6 +317,21 @@ public final class SimulatedHub {
         return records
     }
 
+    /// The client whose device the hub's status names as holding the tombstone
+    /// horizon back (`horizonHeldBy`), read through the status endpoint as an operator would.
+    public func horizonHolder() throws -> String? {
+        var answer = call("GET", "/v1/accounts/\(account.hex)/status", token: token)
+        if answer.status == 401 {
+            try openSession()
+            answer = call("GET", "/v1/accounts/\(account.hex)/status", token: token)
+        }
+        guard answer.status == 200, let status = (try? JSONSerialization.jsonObject(with: Data(answer.body))) as? [String: Any] else {
+            throw SimulationInputError(message: "the simulated hub's status answered \(answer.status)")
+        }
+        guard let holder = status["horizonHeldBy"] as? [String: Any], let device = holder["device"] as? String else { return nil }
+        return clientDevices.first { $0.value.deviceID.hex == device }?.key
+    }
+
     public func tombstones() throws -> Int {
         let rows = try storage.transaction { sql in try sql.query("SELECT count(*) FROM records WHERE account = $1 AND payload IS NULL", [.text(account.hex)]) }
         if case .integer(let count)? = rows.first?.first { return Int(count) }
@@ -283,7 +363,7 @@ extension HubStatement {
             .step(let client, _), .crashAt(let client, _), .crash(let client), .skew(let client, _), .backupClient(let client, _),
             .restoreClient(let client, _), .appWrite(let client, _, _, _), .corruptLedger(let client), .wipeKeepingIdentity(let client):
             client
-        case .start, .appendOnly, .client, .ledgerClient, .rollup, .failPushes, .down, .up, .heal, .backup, .restore:
+        case .start, .appendOnly, .client, .ledgerClient, .rollup, .failPushes, .down, .up, .heal, .backup, .restore, .compact, .revoke:
             nil
         }
     }

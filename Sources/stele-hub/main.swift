@@ -17,6 +17,8 @@ let usage = """
       invite    print a one-time invite code: stele-hub invite [--data DIR | --postgres URL]
       restored  after the hub's database was put back from a backup: stele-hub restored [--data DIR | --postgres URL]
                 (the record history gets a new epoch: mirror clients replay and push again what the backup lacks)
+      compact   collect now the tombstones every device has pulled past: stele-hub compact [--data DIR | --postgres URL]
+                (serve does it every minute; GET /v1/accounts/{a}/status says which device holds the rest back)
       bench     the hub's figures: stele-hub bench [--json] [--quick] [--postgres URL] [--only PREFIX]
     """
 
@@ -117,13 +119,19 @@ func serve(_ arguments: ArraySlice<String>) throws {
     // Written straight to the descriptor: whoever started the hub waits for this line.
     FileHandle.standardOutput.write(Data("stele-hub listening on \(scheme)://\(host):\(server.port) (\(storage.backend.rawValue))\n".utf8))
 
-    // Housekeeping every minute: expired sessions and aged join requests go. A failure
+    // Housekeeping every minute: expired sessions and aged join requests go, and tombstones
+    // every device has pulled past are collected. A failure
     // (the storage down) is logged; the next sweep tries again.
     let sweeper = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "stele-hub sweep"))
     sweeper.schedule(deadline: .now() + 60, repeating: 60)
     sweeper.setEventHandler {
         do {
             try service.sweep()
+            // Tombstones every device has pulled past go (HubService+Compaction): no timer decides.
+            let compaction = try service.compact()
+            if compaction.collected > 0 {
+                serverConfiguration.log("compaction: \(compaction.collected) tombstones collected on \(compaction.accounts) accounts")
+            }
         } catch {
             serverConfiguration.log("sweep failed: \(error)")
         }
@@ -166,6 +174,22 @@ func restored(_ arguments: ArraySlice<String>) throws {
     print("clients replay and push again what the restored copy lacks, on their next pull")
 }
 
+/// `compact`: collects at once the tombstones every member device of an account
+/// has pulled past (`serve` does it every minute), and says what holds the rest back.
+func compact(_ arguments: ArraySlice<String>) throws {
+    let options = try Options(arguments, options: ["--data", "--postgres"], flags: [])
+    if options.values["--postgres"] == nil {
+        let file = "\(options.values["--data"] ?? "./stele-hub-data")/hub.sqlite"
+        guard FileManager.default.fileExists(atPath: file) else {
+            throw HubStorageError(.unavailable, "there is no hub database at \(file): name it with --data DIR (or --postgres URL)")
+        }
+    }
+    let storage = try openStorage(options)
+    defer { storage.close() }
+    let compaction = try HubService(storage: storage).compact()
+    print("collected \(compaction.collected) tombstones on \(compaction.accounts) accounts")
+}
+
 func run() -> Int32 {
     let arguments = CommandLine.arguments.dropFirst()
     // First, before any thread starts: `serve` takes SIGINT and SIGTERM itself.
@@ -184,10 +208,11 @@ func run() -> Int32 {
         case "serve": try serve(rest)
         case "invite": try invite(rest)
         case "restored": try restored(rest)
+        case "compact": try compact(rest)
         case "bench": try HubBenchCommand.run(rest)
         case "_open-polls": return OpenPolls.run(rest)
         default:
-            printError("stele-hub: unknown command '\(command)'\(Spelling.hint(command, in: ["serve", "invite", "restored", "bench"]))")
+            printError("stele-hub: unknown command '\(command)'\(Spelling.hint(command, in: ["serve", "invite", "restored", "compact", "bench"]))")
             printError(usage)
             return 2
         }

@@ -156,6 +156,9 @@ public final class LedgerSync {
                 try ledger.setMeta("replay_after", .text(""), connection)
                 try ledger.setMeta("replay_epoch", .text(rewound.epoch), connection)
                 try ledger.setMeta("replay_history", .integer(rewound.historyId), connection)
+                // How much of the cursor's history the hub still holds: all of it after a
+                // compaction (410), up to the fork after a restore; none when it does not say.
+                try ledger.setMeta("replay_common", .integer(min(rewound.commonHistoryId ?? 0, rewound.historyId)), connection)
             }
             return .replayStarted
         case .answer(let answer):
@@ -179,14 +182,22 @@ public final class LedgerSync {
                     return
                 }
                 if try ledger.meta("replay_mode", connection).asText == "rewind" {
+                    // A stamp the hub confirmed within the history it still holds (`replay_common`),
+                    // and the replay never mentions, was deleted and its tombstone collected once
+                    // every device had it (HUB-API `410 history_compacted`): a live one is read back
+                    // (a 404 deletes it from the store unless a later edit stands), a tombstone stays.
                     // What the rewound hub does not hold at all is sent again by the next pass.
-                    try connection.execute("UPDATE ledger_stamps SET unsent = 1 WHERE seen = 0")
+                    let common = try ledger.meta("replay_common", connection).asInteger ?? 0
+                    try connection.execute(
+                        "INSERT OR IGNORE INTO ledger_refetch (kind, id) SELECT kind, id FROM ledger_stamps WHERE seen = 0 AND seq > 0 AND seq <= ? AND fingerprint IS NOT NULL",
+                        [.integer(common)])
+                    try connection.execute("UPDATE ledger_stamps SET unsent = 1 WHERE seen = 0 AND NOT (seq > 0 AND seq <= ?)", [.integer(common)])
                     try ledger.setMeta("epoch", ledger.meta("replay_epoch", connection), connection)
                     try ledger.setMeta("cursor", ledger.meta("replay_history", connection), connection)
                     if try ledger.meta("adopting", connection).asInteger == 1 { try ledger.finishAdoption(connection) }
                 }
                 try connection.execute("UPDATE ledger_stamps SET seen = 0 WHERE seen <> 0")
-                try connection.execute("DELETE FROM ledger_meta WHERE name IN ('replay_mode', 'replay_after', 'replay_epoch', 'replay_history')")
+                try connection.execute("DELETE FROM ledger_meta WHERE name IN ('replay_mode', 'replay_after', 'replay_epoch', 'replay_history', 'replay_common')")
             }
             return .replayed(records: applied.changed, more: page.more)
         case .answer(let answer) where answer.status == 400:

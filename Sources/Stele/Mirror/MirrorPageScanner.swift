@@ -20,6 +20,8 @@ struct MirrorPageScanner {
         var nextToken: String?
         var epoch: String?
         var more: Bool?
+        /// The hub's tombstone horizon (changes only; HubService+Compaction).
+        var horizon: Int64?
     }
 
     private var tokens: JSONTokens
@@ -63,6 +65,9 @@ struct MirrorPageScanner {
                 case "more":
                     guard page.more == nil, let more = boolean() else { return nil }
                     page.more = more
+                case "horizon":
+                    guard page.horizon == nil, let horizon = integer() else { return nil }
+                    page.horizon = horizon
                 default:
                     return nil
                 }

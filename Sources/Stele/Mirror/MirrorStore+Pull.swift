@@ -113,7 +113,8 @@ extension MirrorStore {
             let insertRecord = try connection.cached(
                 "INSERT INTO mirror_records (kind, id, payload, modified_at, grp, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
             let insertMember = try connection.cached("INSERT INTO mirror_members (kind, id, set_name, member) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING")
-            let failuresQueued = try connection.scalarInt("SELECT EXISTS (SELECT 1 FROM mirror_queue WHERE state = 'failed' AND set_name = '')") == 1
+            let failuresQueued = try connection.scalarInt(
+                "SELECT EXISTS (SELECT 1 FROM mirror_queue WHERE set_name = '' AND (state = 'failed' OR (state = 'pending' AND op = 'put')))") == 1
             for record in records {
                 insertRecord.reset()
                 try insertRecord.bind([
@@ -170,15 +171,36 @@ extension MirrorStore {
     /// 004's failed-delete hole, closed: a failed payload mutation keeps its
     /// overlay until a retry succeeds or the hub shows a genuinely newer edit of
     /// the record; then the edit wins, the mutation is dropped, and a conflict event says so.
+    ///
+    /// A put that a pulled tombstone beats (last writer wins: the tombstone is later,
+    /// or of the same time) is settled the same way while it waits, failed or pending,
+    /// and not being pushed: the hub would answer it `stale`. It must not reach the hub
+    /// later, because once every device has pulled past the tombstone the hub collects
+    /// it (HubService+Compaction), and the put would then meet no tombstone and bring
+    /// the record back.
     private func dropSupersededFailure(_ record: PulledRecord) throws -> Int {
-        guard
-            let qid = try connection.scalarInt(
-                "SELECT qid FROM mirror_queue WHERE kind = ? AND id = ? AND set_name = '' AND member = '' AND state = 'failed' AND modified_at < ?",
-                [.text(record.kind), .text(record.id), .integer(record.modifiedAt)])
-        else { return 0 }
-        try recordConflict(qid: qid, reason: "superseded")
-        try connection.execute("DELETE FROM mirror_queue WHERE qid = ?", [.integer(qid)])
-        return 1
+        let key: [SQLValue] = [.text(record.kind), .text(record.id), .integer(record.modifiedAt)]
+        var dropped = 0
+        if let qid = try connection.scalarInt(
+            "SELECT qid FROM mirror_queue WHERE kind = ? AND id = ? AND set_name = '' AND member = '' AND state = 'failed' AND modified_at < ?", key)
+        {
+            try recordConflict(qid: qid, reason: "superseded")
+            try connection.execute("DELETE FROM mirror_queue WHERE qid = ?", [.integer(qid)])
+            dropped += 1
+        }
+        guard record.payload == nil else { return dropped }
+        let beaten = try connection.query(
+            """
+            SELECT qid FROM mirror_queue WHERE kind = ? AND id = ? AND set_name = '' AND member = '' AND op = 'put' AND state IN ('pending', 'failed')
+                AND modified_at <= ? AND (claim_owner IS NULL OR claim_until < ?)
+            """, key + [.integer(now)]
+        ) { $0.int64(0) }
+        for qid in beaten {
+            try recordConflict(qid: qid, reason: "stale")
+            try connection.execute("DELETE FROM mirror_queue WHERE qid = ?", [.integer(qid)])
+            dropped += 1
+        }
+        return dropped
     }
 
     /// Retires every in-flight mutation whose gate `cursor` reaches.
@@ -253,11 +275,21 @@ extension MirrorStore {
             }
             try setMeta("replay_after", .text(next))
             guard !more else { return applied }
-            // Records the hub no longer has at all.
+            // Records the hub no longer has at all. A copy within the history the hub still
+            // holds (`common`) was deleted there and its tombstone collected once every device
+            // had it (HUB-API `410 history_compacted`): a live copy leaves, a tombstone stays
+            // (should the hub ever be put back from a backup older than the delete, this
+            // client sends the delete again). A copy past it is one the hub lost: it goes back.
             let gone = try connection.query(
-                "SELECT kind, id FROM mirror_records r WHERE NOT EXISTS (SELECT 1 FROM mirror_replay_seen s WHERE s.kind = r.kind AND s.id = r.id)"
-            ) { ($0.text(0), $0.text(1)) }
-            for (kind, id) in gone {
+                "SELECT kind, id, seq, payload IS NULL FROM mirror_records r WHERE NOT EXISTS (SELECT 1 FROM mirror_replay_seen s WHERE s.kind = r.kind AND s.id = r.id)"
+            ) { ($0.text(0), $0.text(1), $0.int64(2), $0.int64(3) == 1) }
+            for (kind, id, seq, tombstone) in gone {
+                if seq <= target.common {
+                    if tombstone { continue }
+                    try connection.execute("DELETE FROM mirror_members WHERE kind = ? AND id = ?", [.text(kind), .text(id)])
+                    try connection.execute("DELETE FROM mirror_records WHERE kind = ? AND id = ?", [.text(kind), .text(id)])
+                    continue
+                }
                 try requeueLost(against: nil, kind: kind, id: id, common: target.common)
                 try connection.execute("DELETE FROM mirror_members WHERE kind = ? AND id = ?", [.text(kind), .text(id)])
                 try connection.execute("DELETE FROM mirror_records WHERE kind = ? AND id = ?", [.text(kind), .text(id)])

@@ -68,6 +68,19 @@ public enum HubSchema {
             "CREATE TABLE history_epochs (epoch TEXT PRIMARY KEY, parent TEXT NOT NULL, created_ms BIGINT NOT NULL)",
             "CREATE TABLE history_forks (epoch TEXT NOT NULL, account TEXT NOT NULL, history BIGINT NOT NULL, PRIMARY KEY (epoch, account))",
         ]),
+        // Tombstone compaction (HubService+Compaction): each device's records cursor (the
+        // history id it last asked the change feed after, and when), the account's horizon
+        // (tombstones at or below it are collected) and how many were; a partial index
+        // finds an account's tombstones in history order. A device already known holds
+        // the horizon at 0 until it pulls; one that joins later starts at the history id
+        // of its join.
+        HubMigration(version: 5, name: "records cursors, tombstone horizon", [
+            "ALTER TABLE devices ADD COLUMN records_cursor BIGINT NOT NULL DEFAULT 0",
+            "ALTER TABLE devices ADD COLUMN records_pulled_ms BIGINT",
+            "ALTER TABLE accounts ADD COLUMN horizon BIGINT NOT NULL DEFAULT 0",
+            "ALTER TABLE accounts ADD COLUMN collected BIGINT NOT NULL DEFAULT 0",
+            "CREATE INDEX records_tombstones ON records (account, seq) WHERE payload IS NULL",
+        ]),
     ]
 
     /// The newest schema version this build knows.

@@ -33,6 +33,15 @@ public protocol HubStorage: AnyObject, Sendable {
 
     /// Closes every connection; later calls throw `unavailable`.
     func close()
+
+    /// Gives the pages a large deletion freed back to the file system, where the
+    /// backend does not do it on its own (SQLite; PostgreSQL leaves dead rows to
+    /// autovacuum). Best effort: a failure changes nothing.
+    func reclaimSpace()
+}
+
+extension HubStorage {
+    public func reclaimSpace() {}
 }
 
 /// The statements of one transaction.

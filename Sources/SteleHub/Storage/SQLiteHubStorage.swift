@@ -37,7 +37,24 @@ public final class SQLiteHubStorage: HubStorage, @unchecked Sendable {  // safe:
             throw HubStorageError(.unavailable, "cannot open the hub's database \(path): \(error); check the --data directory exists and is writable")
         }
         try Self.migrate(opened, path: path, migrations)
+        do {
+            // Pages a compaction frees go back to the file system (`reclaimSpace`). A file
+            // made before this setting takes it with one VACUUM, once.
+            if try opened.scalarInt("PRAGMA auto_vacuum") != 2 {
+                try opened.executeScript("PRAGMA auto_vacuum = INCREMENTAL")
+                try opened.executeScript("VACUUM")
+            }
+        } catch {
+            throw HubStorageError(.unavailable, "cannot set up the hub's database \(path) to give freed pages back: \(error)")
+        }
         connection = opened
+    }
+
+    /// Gives the pages the deletions freed back to the file system.
+    public func reclaimSpace() {
+        lock.lock()
+        defer { lock.unlock() }
+        try? connection?.executeScript("PRAGMA incremental_vacuum")
     }
 
     /// The schema version stored in the file at `path` (0 before the first migration).

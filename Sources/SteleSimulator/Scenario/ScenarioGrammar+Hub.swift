@@ -87,9 +87,13 @@ extension ScenarioGrammar {
             print: { if case .hub(.restore(let label)) = $0 { [.word(label)] } else { nil } }),
         StatementForm(
             "hub", "compact",
-            check: { _, _ in throw Message("the hub's tombstone compaction arrives with the durability issue; this build cannot run hub compact") },
-            build: { _ in .hub(.down) },
-            print: { _ in nil }),
+            check: { state, _ in try state.needHub() },
+            build: { _ in .hub(.compact) },
+            print: { $0 == .hub(.compact) ? [] : nil }),
+        StatementForm(
+            "hub", "revoke", .client,
+            build: { .hub(.revoke(client: $0.word(0))) },
+            print: { if case .hub(.revoke(let client)) = $0 { [.word(client)] } else { nil } }),
         StatementForm(
             "skew", .client, .signedDuration,
             build: { .hub(.skew(client: $0.word(0), milliseconds: $0.milliseconds(1))) },
@@ -200,6 +204,10 @@ extension ScenarioGrammar {
             "expect", "hub", "tombstones", .count,
             build: { .expect(.hub(.tombstones($0.count(0)))) },
             print: { if case let .expect(.hub(.tombstones(count))) = $0 { [.count(count)] } else { nil } }),
+        StatementForm(
+            "expect", "hub", "horizon", "held", "by", .client,
+            build: { .expect(.hub(.horizonHeldBy(client: $0.word(0)))) },
+            print: { if case let .expect(.hub(.horizonHeldBy(client))) = $0 { [.word(client)] } else { nil } }),
         StatementForm(
             "expect", "hub", kind, id, "=", .value("VALUE", "a value"),
             build: { .expect(.hub(.hubValue(kind: $0.word(0), id: $0.word(1), value: $0.word(2)))) },

@@ -62,6 +62,9 @@ extension ScenarioRunner {
         case .tombstones(let count):
             let found = try hub.tombstones()
             guard found == count else { throw Failure(expected: "\(count) tombstones on the hub", found: "\(found)") }
+        case let .horizonHeldBy(name):
+            let found = try hub.horizonHolder()
+            guard found == name else { throw Failure(expected: "the horizon held by \(name)", found: found.map { "held by \($0)" } ?? "held by no client") }
         case let .conflict(name, kind, id):
             let conflicts = try client(name).store.conflicts()
             guard conflicts.contains(where: { $0.kind == kind && $0.id == id }) else {
@@ -104,7 +107,7 @@ extension ScenarioRunner {
         case let .pushes(name, count):
             let found = client.hub.pushesReceived[name, default: 0]
             guard found == count else { throw Failure(expected: "\(count) pushes from \(name)", found: "\(found)") }
-        case .hubValue, .hubMember, .tombstones:
+        case .hubValue, .hubMember, .tombstones, .horizonHeldBy:
             // About the hub alone: checkHub judges them.
             break
         }
@@ -118,7 +121,7 @@ extension HubExpectation {
         case .value(let client, _, _, _), .member(let client, _, _, _, _, _), .group(let client, _, _, _, _, _), .queue(let client, _, _), .pushes(let client, _),
             .conflict(let client, _, _), .halted(let client, _):
             client
-        case .hubValue, .hubMember, .tombstones:
+        case .hubValue, .hubMember, .tombstones, .horizonHeldBy:
             nil
         }
     }

@@ -139,6 +139,10 @@ public enum HubStatement: Sendable, Equatable {
     case corruptLedger(client: String)
     /// `C wipe keeping identity`: the app's store emptied, its identity kept (the wipe only its emptiness betrays).
     case wipeKeepingIdentity(client: String)
+    /// `hub compact`: the hub's tombstone compaction runs now.
+    case compact
+    /// `hub revoke C`: the founder revokes C's device (it holds compaction back no more; its sessions end).
+    case revoke(client: String)
 }
 
 /// What a hub scenario says must hold of the hub or a client.
@@ -157,6 +161,8 @@ public enum HubExpectation: Sendable, Equatable {
     case hubMember(kind: String, id: String, set: String, member: String, has: Bool)
     case pushes(client: String, count: Int)
     case tombstones(Int)
+    /// `expect hub horizon held by C`: the status endpoint names C's device as the one holding compaction back.
+    case horizonHeldBy(client: String)
     case conflict(client: String, kind: String, id: String)
     case halted(client: String, Bool)
 }
