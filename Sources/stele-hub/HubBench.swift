@@ -47,11 +47,14 @@ enum HubBenchCommand {
         if wanted("hub.push") || wanted("hub.pull") {
             figures.append(contentsOf: try RecordsBench.run(quick: quick, postgres: options.values["--postgres"], say: say))
         }
+        if wanted("hub.replay") || wanted("hub.compact") {
+            figures.append(contentsOf: try CompactionBench.run(quick: quick, say: say))
+        }
         if wanted("mirror.retire_latency") {
             figures.append(contentsOf: try MirrorBench.run(quick: quick, say: say))
         }
         guard !figures.isEmpty else {
-            throw UsageError(message: "--only \(only) names no figure; the figures start hub.relay, hub.connections, hub.fleet, hub.push, hub.pull or mirror.retire_latency")
+            throw UsageError(message: "--only \(only) names no figure; the figures start hub.relay, hub.connections, hub.fleet, hub.push, hub.pull, hub.replay, hub.compact or mirror.retire_latency")
         }
         if options.flags.contains("--json") {
             let encoder = JSONEncoder()

@@ -331,5 +331,18 @@ import TestSupport
         #expect(nothing.status == 1)
         #expect(nothing.error.contains("there is no hub database at"))
         #expect(!FileManager.default.fileExists(atPath: folder.file("none")), "nothing is created where no hub was")
+        #expect(try Self.run(["compact", "--dta", "x"]).status == 2)
+        let noHub = try Self.run(["compact", "--data", folder.file("none")])
+        #expect(noHub.status == 1)
+        #expect(noHub.error.contains("there is no hub database at"))
+        #expect(!FileManager.default.fileExists(atPath: folder.file("none")), "compact creates no hub either")
+        #expect(try Self.run(["compcat"]).error.contains("did you mean 'compact'?"))
+        // On a hub with nothing to collect, it says so.
+        let data = folder.file("hub")
+        try FileManager.default.createDirectory(atPath: data, withIntermediateDirectories: true)
+        try SQLiteHubStorage(path: data + "/hub.sqlite").close()
+        let compacted = try Self.run(["compact", "--data", data])
+        #expect(compacted.status == 0)
+        #expect(compacted.output.contains("collected 0 tombstones on 0 accounts"))
     }
 }
