@@ -65,7 +65,7 @@ extension HubService {
                 SELECT d.device, d.state, d.relay_cursor, d.last_seen_ms,
                     (SELECT CAST(count(*) AS BIGINT) FROM mailbox m WHERE m.account = d.account AND m.device = d.device),
                     (SELECT min(m.created_ms) FROM mailbox m WHERE m.account = d.account AND m.device = d.device),
-                    d.mailbox_bytes, d.name, d.records_cursor, d.records_pulled_ms
+                    d.mailbox_bytes, d.name, d.records_cursor, d.records_pulled_ms, d.clock_offset_ms
                 FROM devices d WHERE d.account = $1 ORDER BY d.device
                 """, [.text(account.hex)]
             ).map { row in
@@ -79,6 +79,16 @@ extension HubService {
                     warnings.append(
                         "stalled cursor: device \(device.prefix(16)) \(pulledAt.map { "last pulled the change feed at \(Self.iso($0))" } ?? "never pulled the change feed") and is \(lag) changes behind")
                 }
+                let clockOffset = row[column: 10].int64
+                let bound = Int64(configuration.clockWarningSeconds) * 1000
+                if member, let clockOffset, clockOffset < -bound {
+                    warnings.append(
+                        "clock behind: device \(device.prefix(16))'s clock runs \(-clockOffset / 1000) s behind the hub's; Stele clients stamp their writes by the hub's time they last saw, other clients lose last-writer-wins conflicts they should win: correct the device's clock")
+                }
+                if member, let clockOffset, clockOffset > bound {
+                    warnings.append(
+                        "clock ahead: device \(device.prefix(16))'s clock runs \(clockOffset / 1000) s ahead of the hub's; writes dated beyond the hub's bound are refused (clock_skew) and Stele clients date them again by the hub's time: correct the device's clock")
+                }
                 if member, bytes * 10 >= Int64(configuration.maximumMailboxBytes) * 9 {
                     warnings.append("full mailbox: device \(device.prefix(16)) has \(bytes) of \(configuration.maximumMailboxBytes) bytes waiting; relay frames to it are refused (429) until it reads them")
                 }
@@ -88,6 +98,7 @@ extension HubService {
                     "pendingFrames": row[column: 4].int64 ?? 0, "oldestPendingFrame": row[column: 5].int64.map { $0 as Any } ?? NSNullValue.value,
                     "pendingBytes": bytes, "name": row[column: 7].string.map { $0 as Any } ?? NSNullValue.value,
                     "recordsCursor": cursor, "recordsPulledAt": pulledAt.map { $0 as Any } ?? NSNullValue.value, "recordsLag": member ? lag : 0,
+                    "clockOffset": clockOffset.map { $0 as Any } ?? NSNullValue.value,
                 ]
             }
             let horizon = try self.horizon(account, sql)

@@ -136,7 +136,7 @@ extension HubService {
         // The session and its device's state in one look: a revocation's commit is seen by the next request.
         let rows = try sql.query(
             """
-            SELECT sessions.account, sessions.device, sessions.expires_ms, devices.state FROM sessions
+            SELECT sessions.account, sessions.device, sessions.expires_ms, devices.state, devices.clock_offset_ms FROM sessions
             LEFT JOIN devices ON devices.account = sessions.account AND devices.device = sessions.device
             WHERE sessions.token_hash = $1
             """, [.text(Self.digest(token))])
@@ -146,6 +146,16 @@ extension HubService {
         guard expires > now() else { throw HubRefusal.unauthorized("the session expired; open a new one") }
         guard owner == account.hex else { throw HubRefusal.forbidden("the token belongs to another account") }
         guard row[column: 3].string == "member" else { throw HubRefusal.forbidden("the device \(device.prefix(8)) was revoked from this account; its sessions ended") }
+        // How far the device's clock is from the hub's (its `Stele-Client-Time`), for the status;
+        // written only when it moved by more than a second.
+        if let text = request.headers["stele-client-time"], let clientTime = Int64(text) {
+            let time = now()
+            let offset = clientTime &- time
+            if row[column: 4].int64.map({ abs($0 &- offset) > 1_000 }) ?? true {
+                try sql.execute(
+                    "UPDATE devices SET clock_offset_ms = $3, clock_seen_ms = $4 WHERE account = $1 AND device = $2", [.text(owner), .text(device), .integer(offset), .integer(time)])
+            }
+        }
         return Caller(account: owner, device: device)
     }
 

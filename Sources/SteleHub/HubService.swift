@@ -40,6 +40,9 @@ public final class HubService: HubHandler {
         /// A member device behind the history that has not pulled the change feed for this
         /// long is reported in the account's status as a stalled cursor.
         public var stalledCursorSeconds = 300
+        /// How far a device's clock (its `Stele-Client-Time`) may be off the hub's before
+        /// the account's status warns of it (a clock a minute off already decides conflicts wrongly).
+        public var clockWarningSeconds = 60
 
         public init() {}
     }
@@ -68,14 +71,29 @@ public final class HubService: HubHandler {
 
     /// Answers `request`, or parks it as a long poll. Never traps on input.
     public func handle(_ request: HubRequest) -> HubOutcome {
+        let outcome: HubOutcome
         do {
             if request.body.count > configuration.maximumBodyBytes {
                 throw HubRefusal(413, "too_large", "the body is \(request.body.count) bytes, over the hub's \(configuration.maximumBodyBytes)-byte limit")
             }
-            return try route(request)
+            outcome = try route(request)
         } catch {
-            return .respond(Self.answer(for: error))
+            outcome = .respond(Self.answer(for: error))
         }
+        switch outcome {
+        case .respond(let response): return .respond(timed(response))
+        case .wait(let wait):
+            return .wait(HubWait(key: wait.key, waitSeconds: wait.waitSeconds, poll: { [self] in wait.poll().map(timed) }, expire: { [self] in timed(wait.expire()) }))
+        }
+    }
+
+    /// Every answer carries the hub's clock (`Stele-Hub-Time`, milliseconds since
+    /// 1970): a client whose clock runs behind stamps its writes by it, so a slow
+    /// clock does not lose every last-writer-wins conflict (HUB-API "Records").
+    private func timed(_ response: HubResponse) -> HubResponse {
+        var response = response
+        response.headers["Stele-Hub-Time"] = String(now())
+        return response
     }
 
     /// The response for a failure: a refusal as it says, the storage down as `503`.

@@ -45,6 +45,10 @@ public final class PostgresHubStorage: HubStorage {
                 throw PostgresShared.storageError(error)
             }
         }
+        if let problem = try PostgresShared.engineProblem(opened[0]) {
+            // The connections close as `opened` goes.
+            throw HubStorageError(.unsupportedEngine, problem)
+        }
         try PostgresShared.migrate(opened[0], migrations)
         shared = PostgresShared(url: url, connections: opened, checkoutTimeoutSeconds: checkoutTimeoutSeconds)
         shared.startNotifier()
@@ -77,6 +81,17 @@ public final class PostgresHubStorage: HubStorage {
     /// reachable, listening has begun when this returns.
     public func listen(_ listener: @escaping @Sendable (String) -> Void) {
         shared.listen(listener)
+    }
+
+    /// The cluster's system identifier and timeline (`pg_control_system()`,
+    /// `pg_control_checkpoint()`); `nil` when the role may not read them.
+    public func physicalIdentity() -> String? {
+        try? transaction { sql -> String? in
+            let rows = try sql.query(
+                "SELECT CAST((SELECT system_identifier FROM pg_control_system()) AS TEXT), CAST((SELECT timeline_id FROM pg_control_checkpoint()) AS TEXT)", [])
+            guard let row = rows.first, row.count == 2, case .text(let system) = row[0], case .text(let timeline) = row[1] else { return nil }
+            return "postgresql-cluster \(system) timeline \(timeline)"
+        } ?? nil
     }
 
     /// Stops the background threads (sending the notifications still queued)

@@ -138,10 +138,11 @@ public final class SimulatedHub {
     }
 
     /// One request into the hub's handler, answered at once (a long poll that finds nothing expires at once).
-    func call(_ method: String, _ target: String, json: [String: Any]? = nil, body: [UInt8] = [], token: String?) -> HubResponse {
+    func call(_ method: String, _ target: String, json: [String: Any]? = nil, body: [UInt8] = [], token: String?, clientTime: Int64? = nil) -> HubResponse {
         tick()
         var headers: [String: String] = [:]
         if let token { headers["authorization"] = "Bearer \(token)" }
+        if let clientTime { headers["stele-client-time"] = String(clientTime) }
         var bytes = body
         if let json, let data = try? JSONSerialization.data(withJSONObject: json) { bytes = [UInt8](data) }
         switch service.handle(HubRequest(method: method, target: target, headers: headers, body: bytes)) {
@@ -196,9 +197,11 @@ public final class SimulatedHub {
     private func authenticatedCall(_ request: MirrorRequest, from client: String) -> HubResponse {
         let target = "/v1/accounts/\(account.hex)/\(request.path)"
         if clientTokens[client] == nil, !revokedClients.contains(client) { try? enroll(client) }
-        let first = call(request.method, target, body: request.body, token: clientTokens[client])
+        // The client's own clock, as HubClient sends it.
+        let time = self.client(client)?.clock.nowMilliseconds() ?? ledgerClient(client)?.clock.nowMilliseconds()
+        let first = call(request.method, target, body: request.body, token: clientTokens[client], clientTime: time)
         guard first.status == 401, !revokedClients.contains(client), (try? enroll(client)) != nil else { return first }
-        return call(request.method, target, body: request.body, token: clientTokens[client])
+        return call(request.method, target, body: request.body, token: clientTokens[client], clientTime: time)
     }
 
     // MARK: - Statements
@@ -320,6 +323,18 @@ public final class SimulatedHub {
     /// The client whose device the hub's status names as holding the tombstone
     /// horizon back (`horizonHeldBy`), read through the status endpoint as an operator would.
     public func horizonHolder() throws -> String? {
+        let status = try status()
+        guard let holder = status["horizonHeldBy"] as? [String: Any], let device = holder["device"] as? String else { return nil }
+        return clientDevices.first { $0.value.deviceID.hex == device }?.key
+    }
+
+    /// The status endpoint's warnings (HUB-API "Health and status").
+    public func statusWarnings() throws -> [String] {
+        try status()["warnings"] as? [String] ?? []
+    }
+
+    /// `GET /v1/accounts/{a}/status` as the founder.
+    private func status() throws -> [String: Any] {
         var answer = call("GET", "/v1/accounts/\(account.hex)/status", token: token)
         if answer.status == 401 {
             try openSession()
@@ -328,8 +343,7 @@ public final class SimulatedHub {
         guard answer.status == 200, let status = (try? JSONSerialization.jsonObject(with: Data(answer.body))) as? [String: Any] else {
             throw SimulationInputError(message: "the simulated hub's status answered \(answer.status)")
         }
-        guard let holder = status["horizonHeldBy"] as? [String: Any], let device = holder["device"] as? String else { return nil }
-        return clientDevices.first { $0.value.deviceID.hex == device }?.key
+        return status
     }
 
     public func tombstones() throws -> Int {

@@ -70,6 +70,26 @@ func openStorage(_ options: Options) throws -> any HubStorage {
     return try SQLiteHubStorage(path: "\(directory)/hub.sqlite")
 }
 
+/// Where `serve` writes down the history it announced, beside an SQLite database
+/// (HubService+Rewind); `nil` on PostgreSQL, whose cluster identity and timeline tell instead.
+func announcedPath(_ options: Options) -> String? {
+    guard options.values["--postgres"] == nil else { return nil }
+    return "\(options.values["--data"] ?? "./stele-hub-data")/hub.sqlite.announced"
+}
+
+/// The history total written down at `path`, if there is one.
+func readAnnounced(_ path: String?) -> Int64? {
+    guard let path, let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
+    return Int64(text.trimmingCharacters(in: .whitespacesAndNewlines))
+}
+
+/// Writes the history total down at `path` (a new file moved into place, so a crash leaves the old one or the new).
+func writeAnnounced(_ service: HubService, _ path: String?) throws {
+    guard let path else { return }
+    let total = try service.historyTotal()
+    try Data("\(total)\n".utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
+}
+
 /// Writes one line to standard error.
 func printError(_ message: String) {
     FileHandle.standardError.write(Data((message + "\n").utf8))
@@ -114,6 +134,13 @@ func serve(_ arguments: ArraySlice<String>) throws {
     }
     let storage = try openStorage(options)
     let service = HubService(storage: storage, configuration: configuration)
+    // A database put back from a backup (or a failover) rewinds the history: a new epoch
+    // makes every client replay and push again what it lacks (HubService+Rewind).
+    let announced = announcedPath(options)
+    if let rewound = try service.detectRewind(announced: readAnnounced(announced)) {
+        serverConfiguration.log("the record history was rewound: \(rewound.signal); it continues as epoch \(rewound.epoch), and clients replay and push again what it lacks")
+    }
+    try writeAnnounced(service, announced)
     let server = try HubServer(handler: service, configuration: serverConfiguration)
     let scheme = serverConfiguration.tlsCertificatePEM == nil ? "http" : "https"
     // Written straight to the descriptor: whoever started the hub waits for this line.
@@ -137,12 +164,25 @@ func serve(_ arguments: ArraySlice<String>) throws {
         }
     }
     sweeper.resume()
+    // The history total, written down every few seconds (and at exit) for the next start to compare.
+    let announcer = announced.map { _ in DispatchSource.makeTimerSource(queue: DispatchQueue(label: "stele-hub announced")) }
+    announcer?.schedule(deadline: .now() + 5, repeating: 5)
+    announcer?.setEventHandler {
+        do {
+            try writeAnnounced(service, announced)
+        } catch {
+            serverConfiguration.log("cannot write down the history total: \(error)")
+        }
+    }
+    announcer?.resume()
 
     // SIGINT and SIGTERM (blocked since the process began, so none is lost) end the
     // wait; in-flight requests finish, parked polls are answered.
     _ = TerminationSignals.wait()
     sweeper.cancel()
+    announcer?.cancel()
     server.stop()
+    try? writeAnnounced(service, announced)
     storage.close()
     printError("stele-hub stopped")
 }
@@ -170,6 +210,10 @@ func restored(_ arguments: ArraySlice<String>) throws {
     defer { storage.close() }
     let now = Int64(Date().timeIntervalSince1970 * 1000)
     let epochs = try storage.transaction { sql in try HubService.startNewEpoch(now: now, sql) }
+    // The next start compares with the restored history, not with the one before it.
+    let service = HubService(storage: storage)
+    try service.notePhysicalCopy()
+    try writeAnnounced(service, announcedPath(options))
     print("record history: epoch \(epochs.previous.isEmpty ? "(none)" : epochs.previous) -> \(epochs.current)")
     print("clients replay and push again what the restored copy lacks, on their next pull")
 }

@@ -136,6 +136,8 @@ public final class HubClient: Sendable {
         }
         var request = HubHTTPRequest(method: method, url: url, body: bytes, timeoutSeconds: timeoutSeconds ?? self.timeoutSeconds)
         if !bytes.isEmpty || method == "POST" || method == "PUT" { request.headers["Content-Type"] = isJSON ? "application/json" : "application/octet-stream" }
+        // The device's wall clock, so the hub can tell its operator (and the status endpoint) whose clock is off.
+        request.headers["Stele-Client-Time"] = String(Int64(Date().timeIntervalSince1970 * 1000))
         guard authenticated else { return http.perform(request, completion: completion) }
         let unsigned = request
         @Sendable func signed(_ token: String) -> HubHTTPRequest {

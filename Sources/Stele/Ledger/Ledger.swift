@@ -330,6 +330,15 @@ public final class Ledger {
 
     var now: Int64 { configuration.clock.nowMilliseconds() }
 
+    /// The hub's clock, as an answer carried it: a clock behind the hub's by more
+    /// than a second stamps by the hub's time from then on (as the mirror client does).
+    func noteHubTime(_ hubTime: Int64) throws {
+        let connection = try database()
+        let offset = try meta("clock_offset", connection).asInteger ?? 0
+        guard hubTime > now &+ offset &+ 1_000, halt == nil else { return }
+        try write(connection) { try setMeta("clock_offset", .integer(hubTime &- now), connection) }
+    }
+
     func fingerprint(_ payload: [UInt8]) -> Hash32 { hasher.hash(payload) }
 
     // MARK: - Reading the bookkeeping

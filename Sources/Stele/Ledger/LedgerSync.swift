@@ -75,6 +75,7 @@ public final class LedgerSync {
 
     /// Handles the reply to `request` (one this instance built).
     public func handle(_ reply: MirrorReply, to request: MirrorRequest) throws -> MirrorStep {
+        if let hubTime = MirrorSync.hubTime(reply) { try ledger.noteHubTime(hubTime) }
         switch request.purpose {
         case .push(let mutations): return try handlePush(reply, mutations)
         case .changes: return try handleChanges(reply)

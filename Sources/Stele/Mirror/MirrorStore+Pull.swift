@@ -272,6 +272,15 @@ extension MirrorStore {
                 try requeueLost(against: record, common: target.common)
                 try writeCanonical(record)
                 applied.changed += 1
+                applied.superseded += try dropSupersededFailure(record)
+                // A put the hub of the old history applied, that the replayed tombstone beats, is not
+                // sent again below: it lost, and once the tombstone is collected it would bring the record back.
+                if record.payload == nil {
+                    try connection.execute(
+                        """
+                        DELETE FROM mirror_queue WHERE kind = ? AND id = ? AND set_name = '' AND member = '' AND op = 'put' AND state = 'in_flight' AND modified_at <= ?
+                        """, [.text(record.kind), .text(record.id), .integer(record.modifiedAt)])
+                }
             }
             try setMeta("replay_after", .text(next))
             guard !more else { return applied }

@@ -124,6 +124,21 @@ public final class MirrorStore {
 
     func stampNow() throws -> Int64 { now + (try meta("clock_offset").asInteger ?? 0) }
 
+    /// The hub's clock, as an answer carried it. A device whose clock runs behind
+    /// the hub's by more than a second stamps its writes by the hub's time from then
+    /// on (its clock plus the difference): a write is never dated before the hub's
+    /// time the client has seen, so a slow clock does not lose every last-writer-wins
+    /// conflict. A clock ahead is corrected by the hub's `clock_skew` refusal instead.
+    func noteHubTime(_ hubTime: Int64) throws {
+        let offset = try meta("clock_offset").asInteger ?? 0
+        guard hubTime > now &+ offset &+ 1_000 else { return }
+        try setMeta("clock_offset", .integer(hubTime &- now))
+    }
+
+    /// Milliseconds this client adds to its clock to stamp its writes (the hub's
+    /// time minus its own, as it last corrected it); 0 until the hub showed it off.
+    public func clockCorrection() throws -> Int64 { try meta("clock_offset").asInteger ?? 0 }
+
     // MARK: - Cursor
 
     /// Where the pull has reached: the hub's epoch and history id.

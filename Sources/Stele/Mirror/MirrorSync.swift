@@ -120,12 +120,19 @@ public final class MirrorSync {
 
     /// Handles the reply to `request` (one this instance built).
     public func handle(_ reply: MirrorReply, to request: MirrorRequest) throws -> MirrorStep {
+        if let hubTime = Self.hubTime(reply) { try store.noteHubTime(hubTime) }
         switch request.purpose {
         case .push(let mutations): return try handlePush(reply, mutations)
         case .changes: return try handleChanges(reply)
         case .replay: return try handleReplay(reply)
         case .fetch: return .pullFailed(reason: "a mirror client reads no single record", reachable: true)
         }
+    }
+
+    /// The hub's clock an answer carries (`Stele-Hub-Time`), if it does.
+    static func hubTime(_ reply: MirrorReply) -> Int64? {
+        guard case .answer(let answer) = reply, let text = answer.headers["stele-hub-time"] else { return nil }
+        return Int64(text)
     }
 
     private func handlePush(_ reply: MirrorReply, _ mutations: [String]) throws -> MirrorStep {

@@ -74,12 +74,15 @@ public enum HubSchema {
         // finds an account's tombstones in history order. A device already known holds
         // the horizon at 0 until it pulls; one that joins later starts at the history id
         // of its join.
-        HubMigration(version: 5, name: "records cursors, tombstone horizon", [
+        HubMigration(version: 5, name: "records cursors, tombstone horizon, device clocks", [
             "ALTER TABLE devices ADD COLUMN records_cursor BIGINT NOT NULL DEFAULT 0",
             "ALTER TABLE devices ADD COLUMN records_pulled_ms BIGINT",
             "ALTER TABLE accounts ADD COLUMN horizon BIGINT NOT NULL DEFAULT 0",
             "ALTER TABLE accounts ADD COLUMN collected BIGINT NOT NULL DEFAULT 0",
             "CREATE INDEX records_tombstones ON records (account, seq) WHERE payload IS NULL",
+            // How far each device's clock was from the hub's when it last said (`Stele-Client-Time`).
+            "ALTER TABLE devices ADD COLUMN clock_offset_ms BIGINT",
+            "ALTER TABLE devices ADD COLUMN clock_seen_ms BIGINT",
         ]),
     ]
 

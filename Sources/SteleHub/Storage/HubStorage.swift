@@ -38,10 +38,18 @@ public protocol HubStorage: AnyObject, Sendable {
     /// backend does not do it on its own (SQLite; PostgreSQL leaves dead rows to
     /// autovacuum). Best effort: a failure changes nothing.
     func reclaimSpace()
+
+    /// What identifies the database's physical copy, so the hub can tell at start
+    /// that it was put back from a backup or failed over (HubService+Rewind): for
+    /// SQLite the file's device and inode (a restored copy is a new file), for
+    /// PostgreSQL the cluster's system identifier and timeline (a point-in-time
+    /// restore or a promoted replica starts a new timeline). `nil` when it cannot tell.
+    func physicalIdentity() -> String?
 }
 
 extension HubStorage {
     public func reclaimSpace() {}
+    public func physicalIdentity() -> String? { nil }
 }
 
 /// The statements of one transaction.
@@ -92,6 +100,9 @@ public struct HubStorageError: Error, Sendable, CustomStringConvertible {
         case conflict
         /// The schema is newer than this build.
         case newerSchema
+        /// The server speaks PostgreSQL's protocol but lacks what the hub relies on
+        /// (CockroachDB, YugabyteDB): the hub refuses to start rather than half-work.
+        case unsupportedEngine
     }
 
     public let code: Code

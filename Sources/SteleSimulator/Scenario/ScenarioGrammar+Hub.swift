@@ -209,6 +209,10 @@ extension ScenarioGrammar {
             build: { .expect(.hub(.horizonHeldBy(client: $0.word(0)))) },
             print: { if case let .expect(.hub(.horizonHeldBy(client))) = $0 { [.word(client)] } else { nil } }),
         StatementForm(
+            "expect", "hub", "warns", .value("TEXT", "a part of a warning"),
+            build: { .expect(.hub(.warns($0.word(0)))) },
+            print: { if case let .expect(.hub(.warns(text))) = $0 { [.word(text)] } else { nil } }),
+        StatementForm(
             "expect", "hub", kind, id, "=", .value("VALUE", "a value"),
             build: { .expect(.hub(.hubValue(kind: $0.word(0), id: $0.word(1), value: $0.word(2)))) },
             print: { if case let .expect(.hub(.hubValue(kind, id, value?))) = $0 { [.word(kind), .word(id), .word(value)] } else { nil } }),

@@ -62,6 +62,11 @@ extension ScenarioRunner {
         case .tombstones(let count):
             let found = try hub.tombstones()
             guard found == count else { throw Failure(expected: "\(count) tombstones on the hub", found: "\(found)") }
+        case let .warns(text):
+            let warnings = try hub.statusWarnings()
+            guard warnings.contains(where: { $0.contains(text) }) else {
+                throw Failure(expected: "a status warning with \"\(text)\"", found: warnings.isEmpty ? "no warning" : warnings.joined(separator: " | "))
+            }
         case let .horizonHeldBy(name):
             let found = try hub.horizonHolder()
             guard found == name else { throw Failure(expected: "the horizon held by \(name)", found: found.map { "held by \($0)" } ?? "held by no client") }
@@ -107,7 +112,7 @@ extension ScenarioRunner {
         case let .pushes(name, count):
             let found = client.hub.pushesReceived[name, default: 0]
             guard found == count else { throw Failure(expected: "\(count) pushes from \(name)", found: "\(found)") }
-        case .hubValue, .hubMember, .tombstones, .horizonHeldBy:
+        case .hubValue, .hubMember, .tombstones, .horizonHeldBy, .warns:
             // About the hub alone: checkHub judges them.
             break
         }
@@ -121,7 +126,7 @@ extension HubExpectation {
         case .value(let client, _, _, _), .member(let client, _, _, _, _, _), .group(let client, _, _, _, _, _), .queue(let client, _, _), .pushes(let client, _),
             .conflict(let client, _, _), .halted(let client, _):
             client
-        case .hubValue, .hubMember, .tombstones, .horizonHeldBy:
+        case .hubValue, .hubMember, .tombstones, .horizonHeldBy, .warns:
             nil
         }
     }

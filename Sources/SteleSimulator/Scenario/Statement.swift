@@ -163,6 +163,8 @@ public enum HubExpectation: Sendable, Equatable {
     case tombstones(Int)
     /// `expect hub horizon held by C`: the status endpoint names C's device as the one holding compaction back.
     case horizonHeldBy(client: String)
+    /// `expect hub warns "TEXT"`: one of the status endpoint's warnings contains TEXT.
+    case warns(String)
     case conflict(client: String, kind: String, id: String)
     case halted(client: String, Bool)
 }
