@@ -6,7 +6,7 @@ import SteleSQL
 /// header checked, its generation never lowered, an equal one overwriting.
 extension HubService {
     func readAnchor(_ account: AccountID, _ request: HubRequest) throws -> HubResponse {
-        try transaction { sql in
+        try transaction(account) { sql in
             _ = try authenticate(request, account, sql)
             guard let row = try sql.query("SELECT generation, body FROM anchors WHERE account = $1", [.text(account.hex)]).first,
                 let generation = row[column: 0].int64, let body = row[column: 1].bytes
@@ -32,7 +32,7 @@ extension HubService {
         // Stored as the same 64 bits; generations past Int64.max do not occur (one per round).
         let generation = Int64(bitPattern: header.generation)
         guard generation >= 0 else { throw HubRefusal.badRequest("the anchor's generation \(header.generation) is out of range") }
-        return try transaction { sql in
+        return try transaction(account) { sql in
             _ = try authenticate(request, account, sql)
             try sql.lockAccount(account.hex)
             if let stored = try sql.query("SELECT generation FROM anchors WHERE account = $1", [.text(account.hex)]).first?[column: 0].int64, generation < stored {
@@ -54,7 +54,7 @@ extension HubService {
     /// and the tombstones waiting on it; and a warning for each stuck condition, so a
     /// poll of this endpoint sees it as soon as it holds.
     func status(_ account: AccountID, _ request: HubRequest) throws -> HubResponse {
-        try transaction { sql in
+        try transaction(account) { sql in
             _ = try authenticate(request, account, sql)
             let epoch = try epoch(sql)
             let history = try historyID(account, sql)

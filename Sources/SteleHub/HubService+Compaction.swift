@@ -51,44 +51,17 @@ extension HubService {
     /// - Throws: ``HubStorageError`` when the storage is unavailable (the next run tries again).
     @discardableResult
     public func compact(only: AccountID? = nil, batch: Int = 5_000) throws -> Compaction {
-        let candidates: [(account: String, horizon: Int64, target: Int64)] = try transaction { sql in
-            let filter = only == nil ? "" : "WHERE a.id = $1"
-            return try sql.query(
-                """
-                SELECT a.id, a.horizon, (SELECT min(d.records_cursor) FROM devices d WHERE d.account = a.id AND d.state = 'member')
-                FROM accounts a \(filter)
-                """, only.map { [.text($0.hex)] } ?? []
-            ).compactMap { row in
-                guard let account = row[column: 0].string, let horizon = row[column: 1].int64, let target = row[column: 2].int64, target > horizon else { return nil }
-                return (account, horizon, target)
-            }
+        var candidates: [(account: String, horizon: Int64, target: Int64)] = []
+        for shard in only.map({ [storage.shard(for: $0.hex)] }) ?? storage.shards {
+            candidates += try shard.transaction { sql in try compactionCandidates(only, sql) }
         }
         var done = Compaction()
         for candidate in candidates {
             var moved = false
+            let shard = storage.shard(for: candidate.account)
             while true {
-                let step = try transaction { sql -> (collected: Int, finished: Bool) in
-                    try sql.lockAccount(candidate.account)
-                    // Read again under the lock: a device may have pulled, joined or been revoked since.
-                    guard let row = try sql.query(
-                        """
-                        SELECT a.horizon, (SELECT min(d.records_cursor) FROM devices d WHERE d.account = a.id AND d.state = 'member')
-                        FROM accounts a WHERE a.id = $1
-                        """, [.text(candidate.account)]
-                    ).first, let horizon = row[column: 0].int64, let target = row[column: 1].int64, target > horizon
-                    else { return (0, true) }
-                    // The batch ends at the `batch`-th tombstone past the horizon, or at the target.
-                    let bound = try sql.query(
-                        "SELECT seq FROM records WHERE account = $1 AND payload IS NULL AND seq > $2 AND seq <= $3 ORDER BY seq LIMIT 1 OFFSET $4",
-                        [.text(candidate.account), .integer(horizon), .integer(target), .integer(Int64(max(1, batch) - 1))]
-                    ).first?[column: 0].int64 ?? target
-                    let collected = try sql.execute(
-                        "DELETE FROM records WHERE account = $1 AND payload IS NULL AND seq > $2 AND seq <= $3",
-                        [.text(candidate.account), .integer(horizon), .integer(bound)])
-                    try sql.execute(
-                        "UPDATE accounts SET horizon = $2, collected = collected + $3 WHERE id = $1",
-                        [.text(candidate.account), .integer(bound), .integer(Int64(collected))])
-                    return (collected, bound >= target)
+                let step = try shard.transaction { sql -> (collected: Int, finished: Bool) in
+                    try collectBatch(of: candidate.account, batch: batch, sql)
                 }
                 done.collected += step.collected
                 moved = moved || step.collected > 0 || !step.finished
@@ -98,6 +71,43 @@ extension HubService {
         }
         if done.collected > 0 { storage.reclaimSpace() }
         return done
+    }
+
+    /// The accounts (of one shard) whose horizon can move: their lowest member cursor is past it.
+    private func compactionCandidates(_ only: AccountID?, _ sql: any HubSQL) throws -> [(account: String, horizon: Int64, target: Int64)] {
+        let filter = only == nil ? "" : "WHERE a.id = $1"
+        return try sql.query(
+            """
+            SELECT a.id, a.horizon, (SELECT min(d.records_cursor) FROM devices d WHERE d.account = a.id AND d.state = 'member')
+            FROM accounts a \(filter)
+            """, only.map { [.text($0.hex)] } ?? []
+        ).compactMap { row in
+            guard let account = row[column: 0].string, let horizon = row[column: 1].int64, let target = row[column: 2].int64, target > horizon else { return nil }
+            return (account, horizon, target)
+        }
+    }
+
+    /// Collects one batch of an account's tombstones under its lock; says whether the horizon reached its target.
+    private func collectBatch(of account: String, batch: Int, _ sql: any HubSQL) throws -> (collected: Int, finished: Bool) {
+        try sql.lockAccount(account)
+        // Read again under the lock: a device may have pulled, joined or been revoked since.
+        guard let row = try sql.query(
+            """
+            SELECT a.horizon, (SELECT min(d.records_cursor) FROM devices d WHERE d.account = a.id AND d.state = 'member')
+            FROM accounts a WHERE a.id = $1
+            """, [.text(account)]
+        ).first, let horizon = row[column: 0].int64, let target = row[column: 1].int64, target > horizon
+        else { return (0, true) }
+        // The batch ends at the `batch`-th tombstone past the horizon, or at the target.
+        let bound = try sql.query(
+            "SELECT seq FROM records WHERE account = $1 AND payload IS NULL AND seq > $2 AND seq <= $3 ORDER BY seq LIMIT 1 OFFSET $4",
+            [.text(account), .integer(horizon), .integer(target), .integer(Int64(max(1, batch) - 1))]
+        ).first?[column: 0].int64 ?? target
+        let collected = try sql.execute(
+            "DELETE FROM records WHERE account = $1 AND payload IS NULL AND seq > $2 AND seq <= $3",
+            [.text(account), .integer(horizon), .integer(bound)])
+        try sql.execute("UPDATE accounts SET horizon = $2, collected = collected + $3 WHERE id = $1", [.text(account), .integer(bound), .integer(Int64(collected))])
+        return (collected, bound >= target)
     }
 
     /// Notes that `device` asked the change feed for what follows `since`: it

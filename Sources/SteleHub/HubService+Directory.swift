@@ -35,23 +35,50 @@ extension HubService {
         guard roster.changes.count == 1, let founder = roster.changes.first else {
             throw HubRefusal(422, "invalid_change", "the genesis must hold exactly the founder's self-approval, not \(roster.changes.count) changes")
         }
-        return try transaction { sql in
+        // An account lives in its shard; invite codes live in the first (ShardedHubStorage).
+        // On one database both go in one transaction; across two, a spent invite is given
+        // back when the account cannot be made after all.
+        let home = storage.shard(for: roster.account.hex)
+        let separate = home !== storage.shards[0]
+        func spendInvite(_ sql: any HubSQL) throws {
+            guard !configuration.open else { return }
+            guard let invite else { throw HubRefusal(403, "invite_required", "this hub creates accounts only with an invite code; ask its operator for one (stele-hub invite)") }
+            let spent = try sql.execute("UPDATE invites SET spent_ms = $2 WHERE code_hash = $1 AND spent_ms IS NULL", [.text(Self.digest(invite)), .integer(now())])
+            guard spent == 1 else { throw HubRefusal(403, "invite_required", "the invite code is unknown or already spent; ask the hub's operator for a new one") }
+        }
+        func exists(_ sql: any HubSQL) throws {
             // An account that exists is a conflict before any invite is spent on it.
             guard try sql.query("SELECT 1 FROM accounts WHERE id = $1", [.text(roster.account.hex)]).isEmpty else {
                 throw HubRefusal(409, "conflict", "account \(roster.account.hex) already exists on this hub")
             }
-            if !configuration.open {
-                guard let invite else { throw HubRefusal(403, "invite_required", "this hub creates accounts only with an invite code; ask its operator for one (stele-hub invite)") }
-                let spent = try sql.execute("UPDATE invites SET spent_ms = $2 WHERE code_hash = $1 AND spent_ms IS NULL", [.text(Self.digest(invite)), .integer(now())])
-                guard spent == 1 else { throw HubRefusal(403, "invite_required", "the invite code is unknown or already spent; ask the hub's operator for a new one") }
-            }
-            try sql.execute("INSERT INTO accounts (id, created_ms, roster_version) VALUES ($1, $2, 1)", [.text(roster.account.hex), .integer(now())])
-            try sql.execute("INSERT INTO roster_changes (account, idx, change) VALUES ($1, 0, $2)", [.text(roster.account.hex), .blob(founder.encoded)])
-            try sql.execute(
-                "INSERT INTO devices (account, device, signing_key, state, name) VALUES ($1, $2, $3, 'member', $4)",
-                [.text(roster.account.hex), .text(founder.device.hex), .blob(founder.signingKey), name.map(SQLValue.text) ?? .null])
-            return HubJSON.response(["account": roster.account.hex], status: 201)
         }
+        if separate {
+            try home.transaction { sql in try exists(sql) }
+            try storage.shards[0].transaction { sql in try spendInvite(sql) }
+        }
+        do {
+            return try home.transaction { sql in
+                try exists(sql)
+                if !separate { try spendInvite(sql) }
+                return try insertAccount(roster, founder: founder, name: name, sql)
+            }
+        } catch {
+            if separate, !configuration.open, let invite {
+                _ = try? storage.shards[0].transaction { sql in
+                    try sql.execute("UPDATE invites SET spent_ms = NULL WHERE code_hash = $1", [.text(Self.digest(invite))])
+                }
+            }
+            throw error
+        }
+    }
+
+    private func insertAccount(_ roster: Roster, founder: RosterChange, name: String?, _ sql: any HubSQL) throws -> HubResponse {
+        try sql.execute("INSERT INTO accounts (id, created_ms, roster_version) VALUES ($1, $2, 1)", [.text(roster.account.hex), .integer(now())])
+        try sql.execute("INSERT INTO roster_changes (account, idx, change) VALUES ($1, 0, $2)", [.text(roster.account.hex), .blob(founder.encoded)])
+        try sql.execute(
+            "INSERT INTO devices (account, device, signing_key, state, name) VALUES ($1, $2, $3, 'member', $4)",
+            [.text(roster.account.hex), .text(founder.device.hex), .blob(founder.signingKey), name.map(SQLValue.text) ?? .null])
+        return HubJSON.response(["account": roster.account.hex], status: 201)
     }
 
     /// `POST /v1/accounts/{a}/sessions`: a signed proof → a short-lived bearer token.
@@ -61,7 +88,7 @@ extension HubService {
         let time = try body.integer("time")
         let signature = try body.bytes("signature")
         let hubTime = now()
-        return try transaction { sql in
+        return try transaction(account) { sql in
             try requireAccount(account, sql)
             let rows = try sql.query("SELECT signing_key, state FROM devices WHERE account = $1 AND device = $2", [.text(account.hex), .text(device.hex)])
             guard let row = rows.first, let key = row[column: 0].bytes, let state = row[column: 1].string else {
@@ -100,7 +127,7 @@ extension HubService {
     /// signed log it verifies before it seals frames for this account's devices, without
     /// telling the hub which account it belongs to (SECURITY.md "The hub").
     func readRoster(_ account: AccountID, _ request: HubRequest, contact: Bool = false) throws -> HubResponse {
-        try transaction { sql in
+        try transaction(account) { sql in
             if contact { try requireAccount(account, sql) } else { _ = try authenticate(request, account, sql) }
             let changes = try rosterLog(account, sql).map { Data($0.encoded).base64EncodedString() }
             return HubJSON.response(["changes": changes])
@@ -121,7 +148,7 @@ extension HubService {
             throw HubRefusal.badRequest("the field \"change\" is not a roster change: \(error)")
         }
         var revokedDevice: DeviceID?
-        let response = try transaction { sql in
+        let response = try transaction(account) { sql in
             _ = try authenticate(request, account, sql)
             try sql.lockAccount(account.hex)
             let log = try rosterLog(account, sql)
@@ -187,7 +214,7 @@ extension HubService {
         let name = try body.string("name")
         guard publicKeys.count <= 1_024 else { throw HubRefusal.badRequest("the field \"publicKeys\" is \(publicKeys.count) bytes; at most 1,024") }
         try Self.checkName(name)
-        return try transaction { sql in
+        return try transaction(account) { sql in
             try requireAccount(account, sql)
             // Requests nobody approved in time make room for new ones.
             try sql.execute("DELETE FROM join_requests WHERE account = $1 AND created_ms <= $2", [.text(account.hex), .integer(joinRequestsBornBefore(now()))])
@@ -215,7 +242,7 @@ extension HubService {
     }
 
     func listJoinRequests(_ account: AccountID, _ request: HubRequest) throws -> HubResponse {
-        try transaction { sql in
+        try transaction(account) { sql in
             _ = try authenticate(request, account, sql)
             let requests: [[String: Any]] = try sql.query(
                 "SELECT device, public_keys, name, created_ms FROM join_requests WHERE account = $1 AND created_ms > $2 ORDER BY created_ms, device",
@@ -237,7 +264,7 @@ extension HubService {
         let sealed = try body.bytes("sealed")
         guard (1...Int64(UInt32.max)).contains(epoch) else { throw HubRefusal.badRequest("the field \"epoch\" must be 1 or more") }
         guard !sealed.isEmpty, sealed.count <= 4_096 else { throw HubRefusal.badRequest("the field \"sealed\" must hold 1 to 4,096 bytes") }
-        return try transaction { sql in
+        return try transaction(account) { sql in
             _ = try authenticate(request, account, sql)
             let state = try sql.query("SELECT state FROM devices WHERE account = $1 AND device = $2", [.text(account.hex), .text(device.hex)]).first?[column: 0].string
             guard let state else { throw HubRefusal.notFound("device \(device.hex) is not on this account's roster") }
@@ -251,7 +278,7 @@ extension HubService {
 
     /// `GET /v1/accounts/{a}/keys`: the keys wrapped for the calling device, oldest epoch first.
     func readKeys(_ account: AccountID, _ request: HubRequest) throws -> HubResponse {
-        try transaction { sql in
+        try transaction(account) { sql in
             let caller = try authenticate(request, account, sql)
             let keys: [[String: Any]] = try sql.query(
                 "SELECT epoch, sealed FROM wrapped_keys WHERE account = $1 AND device = $2 ORDER BY epoch", [.text(account.hex), .text(caller.device)]

@@ -56,7 +56,7 @@ extension HubService {
         let since = try Self.queryInteger(request, "since", default: 0, range: 0...Int64.max)
         let limit = Int(try Self.queryInteger(request, "limit", default: Int64(configuration.maximumChangesPerPage), range: 1...Int64(configuration.maximumChangesPerPage)))
         let wait = request.query["wait"] == nil ? nil : try Self.queryInteger(request, "wait", default: 0, range: 0...Int64(configuration.maximumWaitSeconds))
-        let page = try transaction { sql in
+        let page = try transaction(account) { sql in
             let caller = try authenticate(request, account, sql)
             return try changesPage(account, since: since, epoch: request.query["epoch"], limit: limit, device: caller.device, sql)
         }
@@ -66,7 +66,7 @@ extension HubService {
                 key: Self.recordsKey(account.hex), waitSeconds: Double(wait),
                 poll: { [self] in
                     do {
-                        let again = try transaction { sql in
+                        let again = try transaction(account) { sql in
                             let caller = try authenticate(request, account, sql)
                             return try changesPage(account, since: since, epoch: request.query["epoch"], limit: limit, device: caller.device, sql)
                         }
@@ -196,7 +196,7 @@ extension HubService {
     /// latest version (tombstones included) in (kind, id) order; touches no cursor.
     func replay(_ account: AccountID, _ request: HubRequest) throws -> HubResponse {
         let limit = Int(try Self.queryInteger(request, "limit", default: Int64(configuration.maximumChangesPerPage), range: 1...Int64(configuration.maximumChangesPerPage)))
-        return try transaction { sql in
+        return try transaction(account) { sql in
             _ = try authenticate(request, account, sql)
             let secret = try replaySecret(sql)
             var after: (kind: String, id: String)?
@@ -268,7 +268,7 @@ extension HubService {
         let kind = try Self.key(kindSegment.removingPercentEncodingOrSelf, field: "kind")
         let id = try Self.key(idSegment.removingPercentEncodingOrSelf, field: "id")
         let now = now()
-        let (response, changed) = try transaction { sql -> (HubResponse, Bool) in
+        let (response, changed) = try transaction(account) { sql -> (HubResponse, Bool) in
             _ = try authenticate(request, account, sql)
             let missing = HubRefusal.notFound("record \(kind)/\(id.prefix(80)) is not on the hub (absent, or deleted)")
             switch request.method {
@@ -369,7 +369,7 @@ extension HubService {
         guard let flag = body.fields["appendOnly"] as? NSNumber, String(cString: flag.objCType) == "c" else {
             throw HubRefusal.badRequest("the field \"appendOnly\" must be true or false")
         }
-        return try transaction { sql in
+        return try transaction(account) { sql in
             _ = try authenticate(request, account, sql)
             try sql.execute(
                 "INSERT INTO record_kinds (account, kind, append_only) VALUES ($1, $2, $3) ON CONFLICT (account, kind) DO UPDATE SET append_only = excluded.append_only",

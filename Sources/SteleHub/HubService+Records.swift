@@ -76,7 +76,7 @@ extension HubService {
     func push(_ account: AccountID, _ request: HubRequest) throws -> HubResponse {
         let mutations = try Self.mutations(request.body, configuration: configuration)
         let now = now()
-        let (history, results, changed, epoch) = try transaction { sql in
+        let (history, results, changed, epoch) = try transaction(account) { sql in
             _ = try authenticate(request, account, sql)
             try sql.lockAccount(account.hex)
             var history = try historyID(account, sql)

@@ -21,7 +21,7 @@ extension HubService {
             throw HubRefusal(413, "too_large", "the frame is \(frame.count) bytes, over the relay's \(configuration.maximumFrameBytes)-byte limit")
         }
         let key = Self.mailboxKey(account.hex, recipient.hex)
-        let response = try transaction { sql in
+        let response = try transaction(account) { sql in
             if let sender { _ = try authenticate(sender, account, sql) } else { try requireAccount(account, sql) }
             // One row update takes the sequence number and the bytes together, so two
             // hub processes on one PostgreSQL never hand out one number twice.
@@ -58,7 +58,7 @@ extension HubService {
         let after = try Self.queryInteger(request, "after", default: 0, range: 0...Int64.max)
         let wait = try Self.queryInteger(request, "wait", default: 30, range: 0...Int64(configuration.maximumWaitSeconds))
         // The acknowledgement and the first look share one transaction.
-        let (caller, first) = try transaction { sql in
+        let (caller, first) = try transaction(account) { sql in
             let caller = try authenticate(request, account, sql)
             let parameters: [SQLValue] = [.text(caller.account), .text(caller.device), .integer(after)]
             if try sql.execute("DELETE FROM mailbox WHERE account = $1 AND device = $2 AND seq <= $3", parameters) > 0 {
@@ -89,7 +89,7 @@ extension HubService {
     /// The caller's frames after `after`, or `nil` when there are none; the
     /// session is checked again, so a revocation ends a parked poll.
     private func pending(_ caller: Caller, _ request: HubRequest, _ account: AccountID, after: Int64) throws -> HubResponse? {
-        try transaction { sql in
+        try transaction(account) { sql in
             _ = try authenticate(request, account, sql)
             return try frames(of: caller, after: after, sql)
         }

@@ -37,39 +37,47 @@ extension HubService {
     /// - Parameter announced: the history total the hub last wrote down (``historyTotal()``), if any.
     /// - Returns: the signal and the new epoch, or `nil` when the history was not rewound.
     public func detectRewind(announced: Int64?) throws -> (signal: RewindSignal, epoch: String)? {
-        let identity = storage.physicalIdentity()
         let time = now()
-        return try transaction { sql in
-            let stored = try sql.query("SELECT value FROM hub_meta WHERE name = 'physical_identity'", []).first?[column: 0].string
-            let total = try historyTotal(sql)
-            var signal: RewindSignal?
-            if let stored, let identity, stored != identity {
-                signal = .physicalCopyChanged(from: stored, to: identity)
-            } else if let announced, total < announced {
-                signal = .historyBehindAnnounced(found: total, announced: announced)
+        var found: (signal: RewindSignal, epoch: String)?
+        // The history total is the whole hub's; a shard's own copy changed only rewinds that shard.
+        let total = try historyTotal()
+        for (index, shard) in storage.shards.enumerated() {
+            let identity = shard.physicalIdentity()
+            let rewound = try shard.transaction { sql -> (RewindSignal, String)? in
+                let stored = try sql.query("SELECT value FROM hub_meta WHERE name = 'physical_identity'", []).first?[column: 0].string
+                var signal: RewindSignal?
+                if let stored, let identity, stored != identity {
+                    signal = .physicalCopyChanged(from: stored, to: identity)
+                } else if index == 0, let announced, total < announced {
+                    signal = .historyBehindAnnounced(found: total, announced: announced)
+                }
+                if let identity {
+                    try sql.execute(
+                        "INSERT INTO hub_meta (name, value) VALUES ('physical_identity', $1) ON CONFLICT (name) DO UPDATE SET value = excluded.value", [.text(identity)])
+                }
+                guard let signal else { return nil }
+                return (signal, try Self.startNewEpoch(now: time, sql).current)
             }
-            if let identity {
-                try sql.execute(
-                    "INSERT INTO hub_meta (name, value) VALUES ('physical_identity', $1) ON CONFLICT (name) DO UPDATE SET value = excluded.value", [.text(identity)])
-            }
-            guard let signal else { return nil }
-            return (signal, try Self.startNewEpoch(now: time, sql).current)
+            if let rewound, found == nil { found = rewound }
         }
+        return found
     }
 
     /// Notes the physical copy the database is now (after `stele-hub restored`
     /// started the new epoch itself), so the next start compares with it.
     public func notePhysicalCopy() throws {
-        guard let identity = storage.physicalIdentity() else { return }
-        try transaction { sql in
-            try sql.execute(
-                "INSERT INTO hub_meta (name, value) VALUES ('physical_identity', $1) ON CONFLICT (name) DO UPDATE SET value = excluded.value", [.text(identity)])
+        for shard in storage.shards {
+            guard let identity = shard.physicalIdentity() else { continue }
+            _ = try shard.transaction { sql in
+                try sql.execute(
+                    "INSERT INTO hub_meta (name, value) VALUES ('physical_identity', $1) ON CONFLICT (name) DO UPDATE SET value = excluded.value", [.text(identity)])
+            }
         }
     }
 
     /// The sum of every account's history id: it only grows while the history is not rewound.
     public func historyTotal() throws -> Int64 {
-        try transaction { sql in try historyTotal(sql) }
+        try storage.shards.reduce(0) { total, shard in total + (try shard.transaction { sql in try historyTotal(sql) }) }
     }
 
     private func historyTotal(_ sql: any HubSQL) throws -> Int64 {

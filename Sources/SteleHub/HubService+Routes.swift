@@ -167,7 +167,7 @@ extension HubService {
     }
 
     func health() throws -> HubResponse {
-        _ = try transaction { sql in try sql.query("SELECT 1", []) }
+        for shard in storage.shards { _ = try shard.transaction { sql in try sql.query("SELECT 1", []) } }
         return HubJSON.response(["status": "ok", "storage": storage.backend.rawValue])
     }
 }

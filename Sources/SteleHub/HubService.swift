@@ -66,7 +66,7 @@ public final class HubService: HubHandler {
         // that is then refused (a 409 rolls its transaction back), it would be a new one at
         // every request, and a client would replay for ever. (When the storage cannot be
         // reached now, the first request that reads the epoch writes it.)
-        _ = try? storage.transaction { sql in try epoch(sql) }
+        for shard in storage.shards { _ = try? shard.transaction { sql in try epoch(sql) } }
     }
 
     /// Answers `request`, or parks it as a long poll. Never traps on input.
@@ -118,12 +118,15 @@ public final class HubService: HubHandler {
     @discardableResult
     public func sweep() throws -> (sessions: Int, joinRequests: Int) {
         let time = now()
-        return try transaction { sql in
-            let sessions = try sql.execute("DELETE FROM sessions WHERE expires_ms <= $1", [.integer(time)])
-            let requests = try sql.execute("DELETE FROM join_requests WHERE created_ms <= $1", [.integer(joinRequestsBornBefore(time))])
-            try sql.execute("DELETE FROM mutations WHERE created_ms <= $1", [.integer(time - Int64(configuration.mutationMemorySeconds) * 1000)])
-            return (sessions, requests)
+        var swept = (sessions: 0, joinRequests: 0)
+        for shard in storage.shards {
+            try shard.transaction { sql in
+                swept.sessions += try sql.execute("DELETE FROM sessions WHERE expires_ms <= $1", [.integer(time)])
+                swept.joinRequests += try sql.execute("DELETE FROM join_requests WHERE created_ms <= $1", [.integer(joinRequestsBornBefore(time))])
+                try sql.execute("DELETE FROM mutations WHERE created_ms <= $1", [.integer(time - Int64(configuration.mutationMemorySeconds) * 1000)])
+            }
         }
+        return swept
     }
 
     /// Join requests created at or before this time have aged out.
@@ -131,10 +134,16 @@ public final class HubService: HubHandler {
         time - Int64(configuration.joinRequestLifetimeSeconds) * 1000
     }
 
-    /// Runs `body` in one storage transaction.
+    /// Runs `body` in one hub-wide storage transaction (invites; the first shard).
     @discardableResult
     func transaction<T>(_ body: (any HubSQL) throws -> T) throws -> T {
         try storage.transaction(body)
+    }
+
+    /// Runs `body` in one transaction of the storage `account` lives in.
+    @discardableResult
+    func transaction<T>(_ account: AccountID, _ body: (any HubSQL) throws -> T) throws -> T {
+        try storage.shard(for: account.hex).transaction(body)
     }
 
     /// Wakes `key`'s waiters in every hub process, after the commit.

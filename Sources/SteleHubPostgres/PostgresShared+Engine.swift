@@ -14,6 +14,11 @@ import SteleSQL
 /// - `pg_advisory_xact_lock`, which serializes hub processes migrating one database.
 /// The way past one PostgreSQL primary is sharding accounts over several
 /// databases (`--postgres` more than once), each a plain PostgreSQL.
+extension PostgresHubStorage {
+    /// Why a server that answers `SELECT version()` with `version` cannot hold a hub; `nil` when it can.
+    public static func engineProblem(version: String) -> String? { PostgresShared.engineProblem(version: version) }
+}
+
 extension PostgresShared {
     /// Why the server behind `connection` cannot hold a hub; `nil` when it can.
     static func engineProblem(_ connection: PostgresConnection) throws -> String? {

@@ -10,10 +10,12 @@ let usage = """
     usage: stele-hub COMMAND [OPTIONS]
 
     commands:
-      serve     run the hub: stele-hub serve [--data DIR | --postgres URL] [--listen HOST:PORT] [--open]
+      serve     run the hub: stele-hub serve [--data DIR | --postgres URL [--postgres URL ...]] [--listen HOST:PORT] [--open]
                                             [--tls-cert FILE --tls-key FILE] [--threads N]
                                             [--max-body-bytes N] [--max-frame-bytes N] [--max-mailbox-bytes N]
                                             [--session-seconds N] [--join-request-seconds N]
+                (--postgres more than once: accounts are sharded over the databases, in the order given;
+                 keep that order and number once accounts exist)
       invite    print a one-time invite code: stele-hub invite [--data DIR | --postgres URL]
       restored  after the hub's database was put back from a backup: stele-hub restored [--data DIR | --postgres URL]
                 (the record history gets a new epoch: mirror clients replay and push again what the backup lacks)
@@ -30,6 +32,8 @@ struct UsageError: Error {
 /// Parsed `--name value` options and `--flag`s.
 struct Options {
     var values: [String: String] = [:]
+    /// Every value of an option given more than once, in order (`--postgres` shards); `values` keeps the last.
+    var all: [String: [String]] = [:]
     var flags: Set<String> = []
 
     init(_ arguments: ArraySlice<String>, options: Set<String>, flags: Set<String>) throws {
@@ -40,6 +44,7 @@ struct Options {
             } else if options.contains(argument) {
                 guard let value = iterator.next() else { throw UsageError(message: "\(argument) needs a value") }
                 values[argument] = value
+                all[argument, default: []].append(value)
             } else {
                 throw UsageError(message: "unknown option '\(argument)'\(Spelling.hint(argument, in: options.union(flags)))")
             }
@@ -58,8 +63,11 @@ func openStorage(_ options: Options) throws -> any HubStorage {
     if options.values["--data"] != nil && options.values["--postgres"] != nil {
         throw UsageError(message: "--data and --postgres name two storages; give one")
     }
-    if let url = options.values["--postgres"] {
-        return try PostgresHubStorage(url: url)
+    if let urls = options.all["--postgres"] {
+        guard Set(urls).count == urls.count else { throw UsageError(message: "--postgres names one database twice; give each shard once") }
+        // Accounts sharded over the databases, in the order given (ShardedHubStorage); one
+        // database is a list of one, so a shard of a longer list is never run alone.
+        return try ShardedHubStorage(shards: try urls.map { try PostgresHubStorage(url: $0) })
     }
     let directory = options.values["--data"] ?? "./stele-hub-data"
     do {
@@ -209,7 +217,9 @@ func restored(_ arguments: ArraySlice<String>) throws {
     let storage = try openStorage(options)
     defer { storage.close() }
     let now = Int64(Date().timeIntervalSince1970 * 1000)
-    let epochs = try storage.transaction { sql in try HubService.startNewEpoch(now: now, sql) }
+    // Every shard's history starts a new epoch: which database was put back is not for the hub to guess.
+    var epochs = (previous: "", current: "")
+    for shard in storage.shards { epochs = try shard.transaction { sql in try HubService.startNewEpoch(now: now, sql) } }
     // The next start compares with the restored history, not with the one before it.
     let service = HubService(storage: storage)
     try service.notePhysicalCopy()

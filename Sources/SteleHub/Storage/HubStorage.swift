@@ -45,11 +45,20 @@ public protocol HubStorage: AnyObject, Sendable {
     /// PostgreSQL the cluster's system identifier and timeline (a point-in-time
     /// restore or a promoted replica starts a new timeline). `nil` when it cannot tell.
     func physicalIdentity() -> String?
+
+    /// The storage holding `account` (hexadecimal id): this one, unless it is a
+    /// ``ShardedHubStorage``.
+    func shard(for account: String) -> any HubStorage
+
+    /// Every storage the hub's accounts live in, the hub-wide one (invites) first.
+    var shards: [any HubStorage] { get }
 }
 
 extension HubStorage {
     public func reclaimSpace() {}
     public func physicalIdentity() -> String? { nil }
+    public func shard(for account: String) -> any HubStorage { self }
+    public var shards: [any HubStorage] { [self] }
 }
 
 /// The statements of one transaction.
@@ -103,6 +112,9 @@ public struct HubStorageError: Error, Sendable, CustomStringConvertible {
         /// The server speaks PostgreSQL's protocol but lacks what the hub relies on
         /// (CockroachDB, YugabyteDB): the hub refuses to start rather than half-work.
         case unsupportedEngine
+        /// The databases an account is routed over are not the ones its data was
+        /// written under (another number or order of `--postgres`).
+        case shardLayout
     }
 
     public let code: Code
