@@ -162,12 +162,19 @@ enum SyncCommands {
         // The anchor's generation, if the hub answers quickly.
         var anchorGeneration: UInt64?
         var hubNote: String?
+        // The account as the hub sees it: its record history, the tombstone horizon and who holds
+        // it back, and every stuck condition (HUB-API status).
+        var hubStatus: [String: Any]?
         if let hub {
             let client = HubClient(hub: hub, account: replica.account, identity: ring.identity, timeoutSeconds: 3)
             do {
                 let answer = try client.send("GET", "\(client.accountPath)/anchor")
                 if answer.status == 200 { anchorGeneration = answer.headers["stele-generation"].flatMap(UInt64.init) }
                 if answer.status != 200 && answer.status != 404 { hubNote = "the hub refused: \(answer.status) \(answer.refusal?.code ?? "")" }
+                let status = try client.send("GET", "\(client.accountPath)/status")
+                if status.status == 200, let object = (try? JSONSerialization.jsonObject(with: Data(status.body))) as? [String: Any] {
+                    hubStatus = object.filter { ["epoch", "historyId", "horizon", "horizonHeldBy", "tombstones", "tombstonesCollected", "oldestPendingFrame", "warnings"].contains($0.key) }
+                }
             } catch {
                 hubNote = "hub unreachable: \(error)"
             }
@@ -186,6 +193,7 @@ enum SyncCommands {
                 object["lastSync"] = ["at": Int64(saved.savedAt.timeIntervalSince1970 * 1000), "inSync": saved.inSync, "siblingsOutOfSync": saved.siblingsOutOfSync, "error": saved.error ?? NSNull()]
             }
             if let hubNote { object["hubNote"] = hubNote }
+            if let hubStatus { object["hubStatus"] = hubStatus }
             let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
             print(String(decoding: data, as: UTF8.self))
             return
@@ -202,6 +210,15 @@ enum SyncCommands {
             print("last sync    \(ISO8601DateFormatter().string(from: saved.savedAt)): \(saved.inSync ? "in sync" : saved.connection)\(saved.error.map { " · \($0)" } ?? "")")
         } else {
             print("last sync    never (run stele sync \(files.store))")
+        }
+        if let hubStatus {
+            let number = { (key: String) in (hubStatus[key] as? NSNumber)?.int64Value ?? 0 }
+            print("hub history  epoch \(hubStatus["epoch"] as? String ?? "?"), history id \(number("historyId")), \(number("tombstones")) tombstones kept, \(number("tombstonesCollected")) collected")
+            if let holder = hubStatus["horizonHeldBy"] as? [String: Any], let device = holder["device"] as? String {
+                let since = (holder["since"] as? NSNumber).map { ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: $0.doubleValue / 1000)) } ?? "never pulled"
+                print("hub horizon  \(number("horizon")), held by \(device.prefix(16))\((holder["name"] as? String).map { " (\($0))" } ?? "") at cursor \((holder["cursor"] as? NSNumber)?.int64Value ?? 0), last pulled \(since)")
+            }
+            for warning in hubStatus["warnings"] as? [String] ?? [] { print("hub warns    \(warning)") }
         }
     }
 }

@@ -110,8 +110,17 @@ import TestSupport
         #expect(status["state"] as? String == "current")
         #expect(status["blockedBy"] as? [String] == [try world.deviceID("laptop")], "never heard agreeing: it blocks")
         #expect(status["hub"] as? String == world.hub())
+        // The account as the hub sees it: the record history and who holds its tombstone horizon.
+        let hubStatus = try #require(status["hubStatus"] as? [String: Any], "\(status)")
+        for field in ["epoch", "historyId", "horizon", "horizonHeldBy", "tombstones", "warnings"] {
+            #expect(hubStatus[field] != nil, "\(field) missing from \(hubStatus)")
+        }
+        let holder = try #require(hubStatus["horizonHeldBy"] as? [String: Any])
+        #expect([try world.deviceID("phone"), try world.deviceID("laptop")].contains(holder["device"] as? String ?? ""))
         let text = try world.must("status", world.path("phone"))
         #expect(text.output.contains("blocked by"))
+        #expect(text.output.contains("hub history  epoch "))
+        #expect(text.output.contains("hub horizon  0, held by "))
     }
 
     /// A signal is never lost, whenever it comes: a SIGTERM in the first
