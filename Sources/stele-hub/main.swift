@@ -3,6 +3,7 @@ import Stele
 import SteleHub
 import SteleHubPostgres
 import SteleHubServer
+import Synchronization
 
 /// `stele-hub`: the hub's command line (HUB-API.md "stele-hub"). Thin: it
 /// parses, opens the storage, starts the HTTP front, prints.
@@ -85,17 +86,16 @@ func announcedPath(_ options: Options) -> String? {
     return "\(options.values["--data"] ?? "./stele-hub-data")/hub.sqlite.announced"
 }
 
-/// The history total written down at `path`, if there is one.
-func readAnnounced(_ path: String?) -> Int64? {
+/// The note written down at `path`, if there is one.
+func readAnnounced(_ path: String?) -> HubService.Announced? {
     guard let path, let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
-    return Int64(text.trimmingCharacters(in: .whitespacesAndNewlines))
+    return HubService.Announced(text: text)
 }
 
-/// Writes the history total down at `path` (a new file moved into place, so a crash leaves the old one or the new).
-func writeAnnounced(_ service: HubService, _ path: String?) throws {
+/// Writes the note down at `path` (a new file moved into place, so a crash leaves the old one or the new).
+func writeAnnounced(_ announced: HubService.Announced, _ path: String?) throws {
     guard let path else { return }
-    let total = try service.historyTotal()
-    try Data("\(total)\n".utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
+    try Data(announced.text.utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
 }
 
 /// Writes one line to standard error.
@@ -145,10 +145,12 @@ func serve(_ arguments: ArraySlice<String>) throws {
     // A database put back from a backup (or a failover) rewinds the history: a new epoch
     // makes every client replay and push again what it lacks (HubService+Rewind).
     let announced = announcedPath(options)
-    if let rewound = try service.detectRewind(announced: readAnnounced(announced)) {
+    let started = try service.detectRewind(announced: readAnnounced(announced))
+    if let rewound = started.rewound {
         serverConfiguration.log("the record history was rewound: \(rewound.signal); it continues as epoch \(rewound.epoch), and clients replay and push again what it lacks")
     }
-    try writeAnnounced(service, announced)
+    try writeAnnounced(started.announced, announced)
+    let note = Mutex(started.announced)
     let server = try HubServer(handler: service, configuration: serverConfiguration)
     let scheme = serverConfiguration.tlsCertificatePEM == nil ? "http" : "https"
     // Written straight to the descriptor: whoever started the hub waits for this line.
@@ -172,12 +174,18 @@ func serve(_ arguments: ArraySlice<String>) throws {
         }
     }
     sweeper.resume()
-    // The history total, written down every few seconds (and at exit) for the next start to compare.
+    // The history total, written down every second while it changes (and at exit) for the next start to compare.
     let announcer = announced.map { _ in DispatchSource.makeTimerSource(queue: DispatchQueue(label: "stele-hub announced")) }
-    announcer?.schedule(deadline: .now() + 5, repeating: 5)
+    announcer?.schedule(deadline: .now() + 1, repeating: 1)
     announcer?.setEventHandler {
         do {
-            try writeAnnounced(service, announced)
+            let total = try service.historyTotal()
+            guard let changed = note.withLock({ note -> HubService.Announced? in
+                guard note.total != total else { return nil }
+                note.total = total
+                return note
+            }) else { return }
+            try writeAnnounced(changed, announced)
         } catch {
             serverConfiguration.log("cannot write down the history total: \(error)")
         }
@@ -190,7 +198,12 @@ func serve(_ arguments: ArraySlice<String>) throws {
     sweeper.cancel()
     announcer?.cancel()
     server.stop()
-    try? writeAnnounced(service, announced)
+    if let total = try? service.historyTotal() {
+        try? writeAnnounced(note.withLock { note in
+            note.total = total
+            return note
+        }, announced)
+    }
     storage.close()
     printError("stele-hub stopped")
 }
@@ -221,9 +234,7 @@ func restored(_ arguments: ArraySlice<String>) throws {
     var epochs = (previous: "", current: "")
     for shard in storage.shards { epochs = try shard.transaction { sql in try HubService.startNewEpoch(now: now, sql) } }
     // The next start compares with the restored history, not with the one before it.
-    let service = HubService(storage: storage)
-    try service.notePhysicalCopy()
-    try writeAnnounced(service, announcedPath(options))
+    try writeAnnounced(try HubService(storage: storage).noteCurrentCopy(), announcedPath(options))
     print("record history: epoch \(epochs.previous.isEmpty ? "(none)" : epochs.previous) -> \(epochs.current)")
     print("clients replay and push again what the restored copy lacks, on their next pull")
 }

@@ -186,6 +186,75 @@ import TestSupport
         }
     }
 
+    /// A hub process killed with SIGKILL and started again on a copy of its file
+    /// taken earlier, with no `stele-hub restored`: it tells the restore itself (the
+    /// file is another copy than the one it ran on), starts a new epoch, and the
+    /// clients push again what the copy lacks; then its tombstones are collected
+    /// once both clients have pulled past them, and a client put back below the
+    /// horizon replays (410) without bringing the deleted record back.
+    @Test func aHubProcessToldItsFileWasPutBackAndCollectedItsTombstones() throws {
+        let folder = try TemporaryDirectory("stele-hub-told")
+        let data = folder.file("data")
+        var hub = try HubProcess(["--data", data])
+        let founder = Fixtures.identity(1)
+        let (account, _) = try Self.found(hub, data: data, founder: founder)
+        var configuration = MirrorStore.Configuration()
+        configuration.initialBackoffMilliseconds = 20
+        let phone = try MirrorStore(path: folder.file("phone.mirror"), configuration: configuration)
+        let laptop = try MirrorStore(path: folder.file("laptop.mirror"), configuration: configuration)
+        @discardableResult func sync(_ store: MirrorStore) throws -> MirrorDriver.Report {
+            let client = HubClient(hub: hub.url, account: account, identity: founder)
+            return try MirrorDriver(sync: MirrorSync(store: store), transport: HubMirrorTransport(client: client)).syncUntilQuiet()
+        }
+        try phone.put(kind: "note", id: "kept", payload: Array("kept".utf8))
+        try phone.put(kind: "note", id: "doomed", payload: Array("doomed".utf8))
+        try sync(phone)
+        try sync(laptop)
+        #expect(hub.signal(SIGKILL) == SIGKILL)
+        try Self.copyHubFiles(from: data, to: folder.file("backup"))
+        hub = try HubProcess(["--data", data])
+        try phone.delete(kind: "note", id: "doomed")
+        try phone.put(kind: "note", id: "late", payload: Array("late".utf8))
+        try sync(phone)
+        try sync(laptop)
+        try FileManager.default.copyItem(atPath: folder.file("laptop.mirror"), toPath: folder.file("laptop-backup.mirror"))
+
+        // Put back, and only started again.
+        #expect(hub.signal(SIGKILL) == SIGKILL)
+        try Self.copyHubFiles(from: folder.file("backup"), to: data)
+        hub = try HubProcess(["--data", data])
+        // The log is read from the process's standard error as it comes.
+        let deadline = Date().addingTimeInterval(5)
+        while !hub.log.contains("rewound"), Date() < deadline { usleep(20_000) }
+        #expect(hub.log.contains("the record history was rewound: the database is not the one the hub last ran on"), "\(hub.log)")
+        let fresh = HubClient(hub: hub.url, account: account, identity: founder)
+        #expect(try fresh.send("GET", "\(fresh.accountPath)/records/note/doomed").status == 200, "the copy has the deleted note back")
+        try sync(laptop)
+        try sync(phone)
+        try sync(laptop)
+        #expect(try fresh.send("GET", "\(fresh.accountPath)/records/note/doomed").status == 404, "the delete the copy lost is pushed again")
+        #expect(try fresh.send("GET", "\(fresh.accountPath)/records/note/late").status == 200, "the write the copy lost is pushed again")
+
+        // Both clients pull as the founding device: its cursor is at the end, so the tombstone goes.
+        let compacted = try Self.run(["compact", "--data", data])
+        #expect(compacted.status == 0, "\(compacted.error)")
+        #expect(compacted.output.contains("collected 1 tombstones on 1 accounts"), "\(compacted.output)")
+        let status = try JSONSerialization.jsonObject(with: Data(try fresh.send("GET", "\(fresh.accountPath)/status").body)) as? [String: Any]
+        #expect((status?["tombstones"] as? NSNumber)?.intValue == 0)
+
+        // The laptop's copy from before the compaction is below the horizon: it replays.
+        let old = try MirrorStore(path: folder.file("laptop-backup.mirror"), configuration: configuration)
+        #expect(try old.value(kind: "note", id: "doomed") == nil)
+        try sync(old)
+        #expect(try old.records(kind: "note").map(\.id) == ["kept", "late"])
+        #expect(try fresh.send("GET", "\(fresh.accountPath)/records/note/doomed").status == 404)
+        #expect(hub.signal(SIGTERM) == 0)
+        // A clean stop writes the history total down; the next start finds nothing rewound.
+        hub = try HubProcess(["--data", data])
+        #expect(!hub.log.contains("rewound"))
+        #expect(hub.signal(SIGTERM) == 0)
+    }
+
     /// Two mirror clients against a real `stele-hub` process that is killed with
     /// SIGKILL twice, the second time to put its database back from a copy taken
     /// after the first kill (the operator's restore, then `stele-hub restored`).

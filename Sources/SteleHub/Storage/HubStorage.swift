@@ -41,9 +41,9 @@ public protocol HubStorage: AnyObject, Sendable {
 
     /// What identifies the database's physical copy, so the hub can tell at start
     /// that it was put back from a backup or failed over (HubService+Rewind): for
-    /// SQLite the file's device and inode (a restored copy is a new file), for
     /// PostgreSQL the cluster's system identifier and timeline (a point-in-time
-    /// restore or a promoted replica starts a new timeline). `nil` when it cannot tell.
+    /// restore or a promoted replica starts a new timeline). `nil` when it cannot
+    /// tell (SQLite: the run id noted beside the file tells instead).
     func physicalIdentity() -> String?
 
     /// The storage holding `account` (hexadecimal id): this one, unless it is a

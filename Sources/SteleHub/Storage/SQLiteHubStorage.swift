@@ -50,13 +50,6 @@ public final class SQLiteHubStorage: HubStorage, @unchecked Sendable {  // safe:
         connection = opened
     }
 
-    /// The file's device and inode: copying a backup into place makes a new file.
-    public func physicalIdentity() -> String? {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return nil }
-        return "sqlite-file \(info.st_dev):\(info.st_ino)"
-    }
-
     /// Gives the pages the deletions freed back to the file system.
     public func reclaimSpace() {
         lock.lock()
