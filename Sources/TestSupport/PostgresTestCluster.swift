@@ -64,7 +64,7 @@ public enum PostgresTestCluster {
     }
 
     /// The same server's `postgres` database.
-    static func maintenanceURL(_ url: String) -> String {
+    public static func maintenanceURL(_ url: String) -> String {
         guard let slash = url.range(of: "/", options: .backwards, range: url.range(of: "://").map { $0.upperBound..<url.endIndex }) else { return url + "/postgres" }
         let query = url[slash.upperBound...].firstIndex(of: "?").map { String(url[$0...]) } ?? ""
         return String(url[..<slash.lowerBound]) + "/postgres" + query
@@ -118,7 +118,7 @@ public enum PostgresTestCluster {
         if let started = state.withLock({ $0.started }) { remove(started) }
     }
 
-    static func psql(_ url: String, _ sql: String) throws {
+    public static func psql(_ url: String, _ sql: String) throws {
         let path = ["/usr/bin/psql", "/usr/lib/postgresql/15/bin/psql"].first { FileManager.default.isExecutableFile(atPath: $0) }
         guard let path else { throw ClusterError("psql is not installed: apt-get install postgresql-client") }
         try run(path, ["-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-c", sql])

@@ -9,6 +9,72 @@ import TestSupport
 /// together: a poll on one wakes for a frame posted through the other, and
 /// roster appends raced through both never corrupt the log.
 @Suite(.serialized) struct HubPostgresProcessTests {
+    /// A hub process on PostgreSQL whose database is put back from a copy
+    /// (`CREATE DATABASE … TEMPLATE`) while mirror clients keep working: the
+    /// operator runs `stele-hub restored`, and the clients push again the delete
+    /// and the write the copy lacks; a hub later started on a database that is
+    /// another cluster's tells the change itself (another system identifier).
+    @Test func aDatabasePutBackFromACopyWhileMirrorClientsRun() throws {
+        let url = try PostgresTestCluster.url()
+        let name = String(url.split(separator: "/").last ?? "")
+        let maintenance = PostgresTestCluster.maintenanceURL(url)
+        var hub = try HubProcessTests.HubProcess(["--postgres", url, "--open"])
+        let founder = Fixtures.identity(1)
+        let account = AccountID.generate()
+        try HubDirectory(client: HubClient(hub: hub.url, account: account, identity: founder)).found(try Roster.founding(account: account, by: founder))
+        let folder = try TemporaryDirectory("stele-hub-pg-restore")
+        var configuration = MirrorStore.Configuration()
+        configuration.initialBackoffMilliseconds = 20
+        let phone = try MirrorStore(path: folder.file("phone.mirror"), configuration: configuration)
+        let laptop = try MirrorStore(path: folder.file("laptop.mirror"), configuration: configuration)
+        @discardableResult func sync(_ store: MirrorStore) throws -> MirrorDriver.Report {
+            try MirrorDriver(sync: MirrorSync(store: store), transport: HubMirrorTransport(client: HubClient(hub: hub.url, account: account, identity: founder))).syncUntilQuiet()
+        }
+        try phone.put(kind: "note", id: "kept", payload: Array("kept".utf8))
+        try phone.put(kind: "note", id: "doomed", payload: Array("doomed".utf8))
+        try sync(phone)
+        try sync(laptop)
+        #expect(hub.signal(SIGTERM) == 0)
+        try PostgresTestCluster.psql(maintenance, "CREATE DATABASE \(name)_copy TEMPLATE \(name)")
+        hub = try HubProcessTests.HubProcess(["--postgres", url, "--open"])
+        try phone.delete(kind: "note", id: "doomed")
+        try phone.put(kind: "note", id: "late", payload: Array("late".utf8))
+        try sync(phone)
+        try sync(laptop)
+        #expect(try laptop.value(kind: "note", id: "doomed") == nil)
+
+        #expect(hub.signal(SIGKILL) == SIGKILL)
+        try PostgresTestCluster.psql(maintenance, "DROP DATABASE \(name) WITH (FORCE)")
+        try PostgresTestCluster.psql(maintenance, "ALTER DATABASE \(name)_copy RENAME TO \(name)")
+        let restored = try HubProcessTests.run(["restored", "--postgres", url])
+        #expect(restored.status == 0, "\(restored.error)")
+        hub = try HubProcessTests.HubProcess(["--postgres", url, "--open"])
+        let fresh = HubClient(hub: hub.url, account: account, identity: founder)
+        #expect(try fresh.send("GET", "\(fresh.accountPath)/records/note/doomed").status == 200, "the copy has the deleted note back")
+        try sync(laptop)
+        try sync(phone)
+        #expect(try fresh.send("GET", "\(fresh.accountPath)/records/note/doomed").status == 404, "the delete the copy lost is pushed again")
+        #expect(try fresh.send("GET", "\(fresh.accountPath)/records/note/late").status == 200, "the write the copy lost is pushed again")
+        for store in [phone, laptop] { #expect(try store.records(kind: "note").map(\.id) == ["kept", "late"]) }
+        #expect(hub.signal(SIGTERM) == 0)
+
+        // The same database moved into another cluster (a dump restored elsewhere): told without `restored`.
+        let other = try PostgresTestCluster.start()
+        defer { PostgresTestCluster.remove(other) }
+        let moved = "postgresql://postgres@127.0.0.1:\(other.port)/postgres"
+        let dump = Process()
+        dump.executableURL = URL(fileURLWithPath: "/bin/sh")
+        dump.arguments = ["-c", "pg_dump --no-owner '\(url)' | psql -q -v ON_ERROR_STOP=1 '\(moved)' >/dev/null"]
+        try dump.run()
+        dump.waitUntilExit()
+        #expect(dump.terminationStatus == 0)
+        hub = try HubProcessTests.HubProcess(["--postgres", moved, "--open"])
+        let deadline = Date().addingTimeInterval(5)
+        while !hub.log.contains("rewound"), Date() < deadline { usleep(20_000) }
+        #expect(hub.log.contains("the record history was rewound: the database is another physical copy"), "\(hub.log)")
+        #expect(hub.signal(SIGTERM) == 0)
+    }
+
     @Test func aPollOnOneHubWakesForAFramePostedThroughTheOther() throws {
         let url = try PostgresTestCluster.url()
         let first = try HubProcessTests.HubProcess(["--postgres", url, "--open"])
