@@ -27,12 +27,14 @@ public struct BenchmarkFigure: Sendable, Codable, Equatable {
         case ratioAtLeast(Double)
         case ratioAtMost(Double)
         case valueAtMost(Double)
+        case valueAtLeast(Double)
 
         func isMet(value: Double, ratio: Double?) -> Bool {
             switch self {
             case .ratioAtLeast(let bound): (ratio ?? 0) >= bound
             case .ratioAtMost(let bound): (ratio ?? .infinity) <= bound
             case .valueAtMost(let bound): value <= bound
+            case .valueAtLeast(let bound): value >= bound
             }
         }
 
@@ -41,6 +43,7 @@ public struct BenchmarkFigure: Sendable, Codable, Equatable {
             case .ratioAtLeast(let bound): "ratio >= \(bound)"
             case .ratioAtMost(let bound): "ratio <= \(bound)"
             case .valueAtMost(let bound): "value <= \(bound)"
+            case .valueAtLeast(let bound): "value >= \(bound)"
             }
         }
     }

@@ -47,6 +47,13 @@ enum HubBenchCommand {
         if wanted("hub.push") || wanted("hub.pull") {
             figures.append(contentsOf: try RecordsBench.run(quick: quick, postgres: options.values["--postgres"], say: say))
         }
+        if wanted("hub.push.contended") || wanted("hub.push.postgresql.aggregate") {
+            if let url = options.values["--postgres"] {
+                figures.append(contentsOf: try PushBench.run(quick: quick, postgres: url, say: say))
+            } else {
+                say("hub.push.contended and hub.push.postgresql.aggregate need PostgreSQL: give --postgres URL")
+            }
+        }
         if wanted("hub.replay") || wanted("hub.compact") {
             figures.append(contentsOf: try CompactionBench.run(quick: quick, say: say))
         }
