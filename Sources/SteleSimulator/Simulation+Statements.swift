@@ -57,6 +57,11 @@ extension Simulation {
             anchorSubstrate.failNextWrite = true
         case .anchor(.delayNextWrite(let milliseconds)):
             anchorSubstrate.delayNextWriteMilliseconds = milliseconds
+        case .anchor(.backup(let label)):
+            anchorBackups[label] = .some(anchors.bytes(of: account))
+        case .anchor(.restore(let label)):
+            guard let kept = anchorBackups[label] else { throw SimulationInputError(message: "no anchor backup named \(label); take one with anchor backup as \(label)") }
+            if let kept { anchors.replace(kept, of: account) } else { anchors.remove(of: account) }
         case let .skew(device, milliseconds):
             try skew(device, byMilliseconds: milliseconds)
         case let .storageFault(device, fault, after):

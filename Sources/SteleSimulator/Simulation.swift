@@ -57,6 +57,8 @@ public final class Simulation {
         public var latencyMilliseconds: Int64 = 150
     }
     public var anchorSubstrate = AnchorSubstrate()
+    /// The anchor as `anchor backup as NAME` found it (`nil` inside: there was none).
+    var anchorBackups: [String: [UInt8]?] = [:]
     /// Every device ever added, in the order they joined, revoked ones and
     /// contacts' devices included.
     public internal(set) var everyDevice: [SimulatedDevice] = []

@@ -89,6 +89,9 @@ public final class MemoryAnchorStore: AnchorStore {
     /// Replaces the sealed bytes held for `account` (a driver's write, already sealed).
     public func replace(_ sealed: [UInt8], of account: AccountID) { files[account] = sealed }
 
+    /// Forgets `account`'s anchor (a substrate put back from before it had one).
+    public func remove(of account: AccountID) { files[account] = nil }
+
     public func header(of account: AccountID) throws -> AnchorHeader? {
         guard let bytes = files[account] else { return nil }
         return try AnchorFile.header(bytes)

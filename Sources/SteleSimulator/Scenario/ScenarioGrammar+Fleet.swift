@@ -189,6 +189,17 @@ extension ScenarioGrammar {
             "anchor", "delay", "next", "write", .duration(),
             build: { .anchor(.delayNextWrite($0.milliseconds(0))) },
             print: { if case .anchor(.delayNextWrite(let milliseconds)) = $0 { [.milliseconds(milliseconds)] } else { nil } }),
+        StatementForm(
+            "anchor", "backup", "as", .declaring("NAME", "a backup name"),
+            check: { state, arguments in
+                guard state.backups.insert(arguments.word(0)).inserted else { throw Message("a backup named \(arguments.word(0)) was taken above") }
+            },
+            build: { .anchor(.backup(label: $0.word(0))) },
+            print: { if case .anchor(.backup(let label)) = $0 { [.word(label)] } else { nil } }),
+        StatementForm(
+            "anchor", "restore", "from", .backup,
+            build: { .anchor(.restore(label: $0.word(0))) },
+            print: { if case .anchor(.restore(let label)) = $0 { [.word(label)] } else { nil } }),
     ]
 
     /// Added: other accounts, and the conversations this one has with them.

@@ -41,6 +41,10 @@ public enum Statement: Sendable, Equatable {
     public enum AnchorAction: Sendable, Equatable {
         case down, up, failNextWrite
         case delayNextWrite(Int64)
+        /// `anchor backup as NAME` / `anchor restore from NAME`: the substrate's copy of the
+        /// account's anchor is kept, then put back (a hub restored from a backup rewinds its anchor objects).
+        case backup(label: String)
+        case restore(label: String)
     }
 }
 
