@@ -172,12 +172,12 @@ extension MirrorStore {
     /// overlay until a retry succeeds or the hub shows a genuinely newer edit of
     /// the record; then the edit wins, the mutation is dropped, and a conflict event says so.
     ///
-    /// A put that a pulled tombstone beats (last writer wins: the tombstone is later,
-    /// or of the same time) is settled the same way while it waits, failed or pending,
-    /// and not being pushed: the hub would answer it `stale`. It must not reach the hub
-    /// later, because once every device has pulled past the tombstone the hub collects
-    /// it (HubService+Compaction), and the put would then meet no tombstone and bring
-    /// the record back.
+    /// A change that the pulled version beats (last writer wins as the hub decides it)
+    /// is settled the same way while it waits, failed or pending, and not being pushed:
+    /// the hub would answer it `stale`. It must not reach the hub later: once every
+    /// device has pulled past a tombstone the hub collects it (HubService+Compaction),
+    /// and a put would then meet no tombstone and bring the record back; and a hub
+    /// restored from a backup that lacks the later version would take it (seed 1117).
     private func dropSupersededFailure(_ record: PulledRecord) throws -> Int {
         let key: [SQLValue] = [.text(record.kind), .text(record.id), .integer(record.modifiedAt)]
         var dropped = 0
@@ -188,19 +188,26 @@ extension MirrorStore {
             try connection.execute("DELETE FROM mirror_queue WHERE qid = ?", [.integer(qid)])
             dropped += 1
         }
-        guard record.payload == nil else { return dropped }
-        let beaten = try connection.query(
+        let waiting = try connection.query(
             """
-            SELECT qid FROM mirror_queue WHERE kind = ? AND id = ? AND set_name = '' AND member = '' AND op = 'put' AND state IN ('pending', 'failed')
-                AND modified_at <= ? AND (claim_owner IS NULL OR claim_until < ?)
-            """, key + [.integer(now)]
-        ) { $0.int64(0) }
-        for qid in beaten {
-            try recordConflict(qid: qid, reason: "stale")
-            try connection.execute("DELETE FROM mirror_queue WHERE qid = ?", [.integer(qid)])
+            SELECT qid, modified_at, payload FROM mirror_queue WHERE kind = ? AND id = ? AND set_name = '' AND member = '' AND state IN ('pending', 'failed')
+                AND (claim_owner IS NULL OR claim_until < ?)
+            """, [.text(record.kind), .text(record.id), .integer(now)]
+        ) { (qid: $0.int64(0), modifiedAt: $0.int64(1), payload: $0.optionalBlob(2)) }
+        for queued in waiting where Self.wins((record.modifiedAt, record.payload), over: (queued.modifiedAt, queued.payload)) {
+            try recordConflict(qid: queued.qid, reason: "stale")
+            try connection.execute("DELETE FROM mirror_queue WHERE qid = ?", [.integer(queued.qid)])
             dropped += 1
         }
         return dropped
+    }
+
+    /// Last writer wins as the hub decides it: the later time; at the same time the
+    /// tombstone, and between two live versions the larger payload.
+    static func wins(_ a: (modifiedAt: Int64, payload: [UInt8]?), over b: (modifiedAt: Int64, payload: [UInt8]?)) -> Bool {
+        if a.modifiedAt != b.modifiedAt { return a.modifiedAt > b.modifiedAt }
+        if let ours = a.payload, let theirs = b.payload { return theirs.lexicographicallyPrecedes(ours) }
+        return a.payload == nil && b.payload != nil
     }
 
     /// Retires every in-flight mutation whose gate `cursor` reaches.
@@ -327,25 +334,27 @@ extension MirrorStore {
                 "SELECT payload, modified_at, grp, seq FROM mirror_records WHERE kind = ? AND id = ?", [.text(kind), .text(id)],
                 { (payload: $0.optionalBlob(0), modifiedAt: $0.int64(1), group: $0.isNull(2) ? nil : $0.text(2), seq: $0.int64(3)) })
         else { return }
+        // The hub has no trace of the record: a live copy goes back, and so does a
+        // tombstone (the hub keeps it, so an older copy another client re-pushes loses to it).
+        let newer = record.map { Self.wins((mine.modifiedAt, mine.payload), over: ($0.modifiedAt, $0.payload)) } ?? true
+        if newer {
+            // A change still waiting here that this copy beats lost already (the hub answered it, or
+            // would, stale): it goes, with a conflict event, and this copy goes back in its place. Sent
+            // instead, it would win on a hub that lost this copy, and the later version be gone (seed 1117).
+            let beaten = try connection.query(
+                """
+                SELECT qid, modified_at, payload FROM mirror_queue WHERE kind = ? AND id = ? AND set_name = '' AND member = ''
+                    AND state IN ('pending', 'failed') AND (claim_owner IS NULL OR claim_until < ?)
+                """, [.text(kind), .text(id), .integer(now)]
+            ) { (qid: $0.int64(0), modifiedAt: $0.int64(1), payload: $0.optionalBlob(2)) }
+            for queued in beaten where Self.wins((mine.modifiedAt, mine.payload), over: (queued.modifiedAt, queued.payload)) {
+                try recordConflict(qid: queued.qid, reason: "stale")
+                try connection.execute("DELETE FROM mirror_queue WHERE qid = ?", [.integer(queued.qid)])
+            }
+        }
         let queuedPayload = try connection.scalarInt(
             "SELECT 1 FROM mirror_queue WHERE kind = ? AND id = ? AND set_name = '' AND member = ''", [.text(kind), .text(id)]) != nil
         if !queuedPayload {
-            let newer: Bool
-            if let record {
-                // Last writer wins as the hub decides it: the later time; at the same time the
-                // tombstone, and between two live versions the larger payload.
-                if mine.modifiedAt != record.modifiedAt {
-                    newer = mine.modifiedAt > record.modifiedAt
-                } else if let ours = mine.payload, let theirs = record.payload {
-                    newer = theirs.lexicographicallyPrecedes(ours)
-                } else {
-                    newer = mine.payload == nil && record.payload != nil
-                }
-            } else {
-                // The hub has no trace of the record: a live copy goes back, and so does a
-                // tombstone (the hub keeps it, so an older copy another client re-pushes loses to it).
-                newer = true
-            }
             if newer {
                 let (mutation, ordinal) = try newMutationID()
                 try connection.execute(
