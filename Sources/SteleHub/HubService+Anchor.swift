@@ -65,7 +65,7 @@ extension HubService {
                 SELECT d.device, d.state, d.relay_cursor, d.last_seen_ms,
                     (SELECT CAST(count(*) AS BIGINT) FROM mailbox m WHERE m.account = d.account AND m.device = d.device),
                     (SELECT min(m.created_ms) FROM mailbox m WHERE m.account = d.account AND m.device = d.device),
-                    d.mailbox_bytes, d.name, d.records_cursor, d.records_pulled_ms, d.clock_offset_ms
+                    d.mailbox_bytes, d.name, d.records_cursor, d.records_pulled_ms, d.clock_offset_ms, d.push_refused_ms, d.push_refusal
                 FROM devices d WHERE d.account = $1 ORDER BY d.device
                 """, [.text(account.hex)]
             ).map { row in
@@ -89,6 +89,11 @@ extension HubService {
                     warnings.append(
                         "clock ahead: device \(device.prefix(16))'s clock runs \(clockOffset / 1000) s ahead of the hub's; writes dated beyond the hub's bound are refused (clock_skew) and Stele clients date them again by the hub's time: correct the device's clock")
                 }
+                let refusedSince = row[column: 11].int64
+                if member, let refusedSince {
+                    warnings.append(
+                        "cannot make progress: every push of device \(device.prefix(16)) since \(Self.iso(refusedSince)) was refused (\(row[column: 12].string ?? "refused")); nothing it sends lands until that is fixed")
+                }
                 if member, bytes * 10 >= Int64(configuration.maximumMailboxBytes) * 9 {
                     warnings.append("full mailbox: device \(device.prefix(16)) has \(bytes) of \(configuration.maximumMailboxBytes) bytes waiting; relay frames to it are refused (429) until it reads them")
                 }
@@ -99,6 +104,7 @@ extension HubService {
                     "pendingBytes": bytes, "name": row[column: 7].string.map { $0 as Any } ?? NSNullValue.value,
                     "recordsCursor": cursor, "recordsPulledAt": pulledAt.map { $0 as Any } ?? NSNullValue.value, "recordsLag": member ? lag : 0,
                     "clockOffset": clockOffset.map { $0 as Any } ?? NSNullValue.value,
+                    "pushesRefusedSince": refusedSince.map { $0 as Any } ?? NSNullValue.value,
                 ]
             }
             let horizon = try self.horizon(account, sql)

@@ -77,7 +77,7 @@ extension HubService {
         let mutations = try Self.mutations(request.body, configuration: configuration)
         let now = now()
         let (history, results, changed, epoch) = try transaction(account) { sql in
-            _ = try authenticate(request, account, sql)
+            let caller = try authenticate(request, account, sql)
             try sql.lockAccount(account.hex)
             var history = try historyID(account, sql)
             let before = history
@@ -130,6 +130,7 @@ extension HubService {
                     arguments)
             }
             if history != before { try sql.execute("UPDATE accounts SET history = $2 WHERE id = $1", [.text(account.hex), .integer(history)]) }
+            try notePushProgress(account, device: caller.device, fresh, now: now, sql)
             return (history, results, history != before, try self.epoch(sql))
         }
         if changed { announce(Self.recordsKey(account.hex)) }
@@ -151,6 +152,23 @@ extension HubService {
         }
         json.raw("]}")
         return HubResponse(status: 200, headers: ["Content-Type": "application/json"], body: json.bytes)
+    }
+
+    /// Notes whether `device`'s push got anywhere, for the status's "cannot make
+    /// progress" warning: a push whose every new answer was `refused` (a clock
+    /// beyond the bound that never corrects, a tombstone an append-only kind keeps
+    /// refusing) marks the device from when it began; one that applied, or found
+    /// its change already there, clears the mark. Written only when it changes.
+    private func notePushProgress(_ account: AccountID, device: String, _ fresh: [MutationResult], now: Int64, _ sql: any HubSQL) throws {
+        guard !fresh.isEmpty else { return }
+        let key: [SQLValue] = [.text(account.hex), .text(device)]
+        if fresh.allSatisfy({ $0.status == "refused" }) {
+            let reasons = Set(fresh.compactMap(\.reason)).sorted().joined(separator: ", ")
+            try sql.execute(
+                "UPDATE devices SET push_refused_ms = $3, push_refusal = $4 WHERE account = $1 AND device = $2 AND push_refused_ms IS NULL", key + [.integer(now), .text(reasons)])
+        } else if fresh.contains(where: { $0.status != "refused" }) {
+            try sql.execute("UPDATE devices SET push_refused_ms = NULL, push_refusal = NULL WHERE account = $1 AND device = $2 AND push_refused_ms IS NOT NULL", key)
+        }
     }
 
     /// The account's history id: its highest change position.

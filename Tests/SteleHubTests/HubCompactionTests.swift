@@ -142,6 +142,22 @@ import TestSupport
         #expect(free == 0)
     }
 
+    @Test(arguments: Backend.allCases) func statusNamesADeviceWhosePushesAreAllRefused(_ backend: Backend) throws {
+        let account = try Account(backend)
+        let future = account.hub.now + 10 * 365 * 86_400_000
+        #expect(account.statuses([HubRecordsTests.put("a", "1", at: future)]) == ["refused"])
+        #expect(account.statuses([HubRecordsTests.put("b", "1", at: future, mutation: "again")]) == ["refused"])
+        let founder = Fixtures.identity(1).deviceID.hex
+        #expect(Self.warnings(account).contains { $0.hasPrefix("cannot make progress: every push of device \(founder.prefix(16))") && $0.contains("(clock_skew)") })
+        let device = try #require((Self.status(account)["devices"] as? [[String: Any]])?.first)
+        #expect(device["pushesRefusedSince"] as? NSNumber != nil)
+        // A push that lands clears it; one answered as before (a retried id) changes nothing.
+        #expect(account.statuses([HubRecordsTests.put("a", "1", at: 10)]) == ["applied"])
+        #expect(!Self.warnings(account).contains { $0.hasPrefix("cannot make progress") })
+        #expect(account.statuses([HubRecordsTests.put("b", "1", at: future, mutation: "again")]) == ["refused"])
+        #expect(!Self.warnings(account).contains { $0.hasPrefix("cannot make progress") }, "an answer repeated for a retried id is no new refusal")
+    }
+
     @Test(arguments: Backend.allCases) func statusNamesAStalledCursorAndAFullMailbox(_ backend: Backend) throws {
         let account = try Account(backend) { configuration in
             configuration.maximumMailboxBytes = 100

@@ -83,6 +83,9 @@ public enum HubSchema {
             // How far each device's clock was from the hub's when it last said (`Stele-Client-Time`).
             "ALTER TABLE devices ADD COLUMN clock_offset_ms BIGINT",
             "ALTER TABLE devices ADD COLUMN clock_seen_ms BIGINT",
+            // Since when every push of the device was refused, and why (status: a client that cannot make progress).
+            "ALTER TABLE devices ADD COLUMN push_refused_ms BIGINT",
+            "ALTER TABLE devices ADD COLUMN push_refusal TEXT",
         ]),
     ]
 
