@@ -61,6 +61,9 @@ enum LedgerCommand {
         print("cursor      epoch \(status.cursorEpoch ?? "-"), history id \(status.cursorHistoryID)")
         print("stamps      \(grouped(status.liveStamps)) live, \(grouped(status.tombstones)) tombstone\(status.tombstones == 1 ? "" : "s")")
         print("outbox      \(grouped(status.pending)) pending, \(grouped(status.failed)) failed")
+        if status.clockCorrection != 0 {
+            print("clock       writes dated \(status.clockCorrection > 0 ? "+" : "")\(status.clockCorrection) ms from this device's clock, by the hub's time")
+        }
         if limit > 0, !stamps.isEmpty {
             print("")
             print(
@@ -142,6 +145,7 @@ enum LedgerCommand {
         let tombstones: Int
         let pending: Int
         let failed: Int
+        let clockCorrection: Int64
         let stamps: [Stamp]
         let outbox: [Outgoing]
 
@@ -161,6 +165,7 @@ enum LedgerCommand {
             tombstones = status.tombstones
             pending = status.pending
             failed = status.failed
+            clockCorrection = status.clockCorrection
             self.stamps = stamps.map { Stamp(kind: $0.kind, id: $0.id, fingerprint: $0.fingerprint.map { $0.bytes.map { String(format: "%02x", $0) }.joined() }, modifiedAt: $0.modifiedAt, seq: $0.seq, unsent: $0.unsent) }
             self.outbox = outbox.map {
                 Outgoing(mutation: $0.mutation, state: $0.state, attempts: $0.attempts, op: $0.op, kind: $0.kind, id: $0.id, modifiedAt: $0.modifiedAt, lastError: $0.lastError)

@@ -401,6 +401,9 @@ public final class Ledger {
         public var replaying: String?
         /// Why sync is halted, if it is.
         public var halt: LedgerError?
+        /// Milliseconds the client adds to its clock to date its writes (the hub's time
+        /// minus its own, as a `clock_skew` refusal or an answer's `Stele-Hub-Time` showed it).
+        public var clockCorrection: Int64 = 0
     }
 
     public func status() throws -> Status {
@@ -419,6 +422,7 @@ public final class Ledger {
         status.failed = Int(try connection.scalarInt("SELECT count(*) FROM ledger_outbox WHERE state = 'failed'") ?? 0)
         status.adopting = try meta("adopting", connection).asInteger == 1
         status.replaying = try meta("replay_mode", connection).asText
+        status.clockCorrection = try meta("clock_offset", connection).asInteger ?? 0
         return status
     }
 
