@@ -74,68 +74,120 @@ extension HubService {
     /// writing each change as it is judged; a record changed twice keeps its
     /// last position, as it would.
     func push(_ account: AccountID, _ request: HubRequest) throws -> HubResponse {
-        let mutations = try Self.mutations(request.body, configuration: configuration)
-        let now = now()
-        let (history, results, changed, epoch) = try transaction(account) { sql in
-            let caller = try authenticate(request, account, sql)
-            try sql.lockAccount(account.hex)
-            var history = try historyID(account, sql)
-            let before = history
-            let appendOnly = Set(try sql.query("SELECT kind FROM record_kinds WHERE account = $1 AND append_only = 1", [.text(account.hex)]).compactMap { $0[column: 0].string })
-            // PostgreSQL takes each column of a multi-row statement as one array parameter.
-            let arrays = storage.backend == .postgresql
-            // A mutation id seen before (in an earlier push, or earlier in this one) is answered as the first time.
-            var answered = try seenResults(account, mutations, arrays: arrays, sql)
-            var batch = try PushBatch.load(account, mutations.filter { answered[$0.id] == nil }, arrays: arrays, sql)
-            var fresh: [MutationResult] = []
-            var results: [MutationResult] = []
-            results.reserveCapacity(mutations.count)
-            for mutation in mutations {
-                if let answer = answered[mutation.id] {
-                    results.append(answer)
-                    continue
-                }
-                let result = apply(mutation, appendOnly: appendOnly.contains(mutation.kind), history: &history, now: now, &batch)
-                answered[mutation.id] = result
-                fresh.append(result)
-                results.append(result)
+        let job = PushJob(request: request, mutations: try Self.mutations(request.body, configuration: configuration))
+        // Pushes into one account queue for its row lock anyway: those that arrive while one
+        // is being written go together in the next transaction (a group commit), each judged
+        // after the ones before it, as if they had come one by one.
+        if pushGroups.enqueue(job, account: account.hex) {
+            while let group = pushGroups.next(account: account.hex, maximumMutations: configuration.maximumMutationsPerPush * 4) {
+                write(group, account)
             }
-            try batch.write(account, arrays: arrays, sql)
-            let created: SQLValue = .integer(now)
-            if arrays, !fresh.isEmpty {
-                var ids = PostgresArrayText()
-                var answers = PostgresArrayText()
-                for result in fresh {
-                    var json = HubJSONWriter()
-                    result.write(to: &json)
-                    ids.append(result.mutation)
-                    answers.append(String(decoding: json.bytes, as: UTF8.self))
-                }
-                try sql.execute(
-                    "INSERT INTO mutations (account, mutation, result, created_ms) SELECT $1, m, r, $2 FROM unnest($3::text[], $4::text[]) AS v(m, r)",
-                    [.text(account.hex), created, ids.value, answers.value])
-            }
-            try sql.inPieces(arrays ? [] : fresh, width: 2) { piece in
-                var arguments: [SQLValue] = [.text(account.hex), created]
-                arguments.reserveCapacity(2 + piece.count * 2)
-                for result in piece {
-                    var json = HubJSONWriter()
-                    result.write(to: &json)
-                    arguments += [.text(result.mutation), .text(String(decoding: json.bytes, as: UTF8.self))]
-                }
-                try sql.execute(
-                    Self.statement("insert mutations", rows: piece.count) {
-                        "INSERT INTO mutations (account, mutation, result, created_ms) VALUES \(Self.parameterRows(piece.count, width: 2, from: 3, around: "$1, ", "$2"))"
-                    },
-                    arguments)
-            }
-            if history != before { try sql.execute("UPDATE accounts SET history = $2 WHERE id = $1", [.text(account.hex), .integer(history)]) }
-            try notePushProgress(account, device: caller.device, fresh, now: now, sql)
-            return (history, results, history != before, try self.epoch(sql))
         }
-        if changed { announce(Self.recordsKey(account.hex)) }
-        // The epoch beside the history id (HUB-API: every history id travels with it), so a
-        // client knows which history its retirement gates belong to.
+        job.done.wait()
+        return try job.outcome.withLock { $0 ?? .failure(HubRefusal(500, "internal", "a push was left unanswered")) }.get()
+    }
+
+    /// Writes a group of pushes into `account` in one transaction and answers each.
+    private func write(_ group: [PushJob], _ account: AccountID) {
+        let now = now()
+        do {
+            let (history, answers, changed, epoch) = try transaction(account) { sql -> (Int64, [Result<[MutationResult], any Error>], Bool, String) in
+                // Each push with its own session: one that is refused is answered so, and the others go on.
+                var callers: [Caller?] = []
+                var answers: [Result<[MutationResult], any Error>] = []
+                for job in group {
+                    do {
+                        callers.append(try authenticate(job.request, account, sql))
+                        answers.append(.success([]))
+                    } catch {
+                        callers.append(nil)
+                        answers.append(.failure(error))
+                    }
+                }
+                try sql.lockAccount(account.hex)
+                var history = try historyID(account, sql)
+                let before = history
+                let appendOnly = Set(try sql.query("SELECT kind FROM record_kinds WHERE account = $1 AND append_only = 1", [.text(account.hex)]).compactMap { $0[column: 0].string })
+                // PostgreSQL takes each column of a multi-row statement as one array parameter.
+                let arrays = storage.backend == .postgresql
+                let mutations = zip(group, callers).flatMap { job, caller in caller == nil ? [] : job.mutations }
+                // A mutation id seen before (in an earlier push, or earlier in this group) is answered as the first time.
+                var answered = try seenResults(account, mutations, arrays: arrays, sql)
+                var batch = try PushBatch.load(account, mutations.filter { answered[$0.id] == nil }, arrays: arrays, sql)
+                var fresh: [MutationResult] = []
+                for (index, job) in group.enumerated() {
+                    guard let caller = callers[index] else { continue }
+                    var results: [MutationResult] = []
+                    var own: [MutationResult] = []
+                    results.reserveCapacity(job.mutations.count)
+                    for mutation in job.mutations {
+                        if let answer = answered[mutation.id] {
+                            results.append(answer)
+                            continue
+                        }
+                        let result = apply(mutation, appendOnly: appendOnly.contains(mutation.kind), history: &history, now: now, &batch)
+                        answered[mutation.id] = result
+                        own.append(result)
+                        results.append(result)
+                    }
+                    fresh += own
+                    answers[index] = .success(results)
+                    try notePushProgress(account, device: caller.device, own, now: now, sql)
+                }
+                try batch.write(account, arrays: arrays, sql)
+                try recordAnswers(account, fresh, now: now, arrays: arrays, sql)
+                if history != before { try sql.execute("UPDATE accounts SET history = $2 WHERE id = $1", [.text(account.hex), .integer(history)]) }
+                return (history, answers, history != before, try self.epoch(sql))
+            }
+            if changed { announce(Self.recordsKey(account.hex)) }
+            for (job, answer) in zip(group, answers) {
+                job.outcome.withLock { $0 = answer.map { Self.pushResponse(history: history, epoch: epoch, $0) } }
+                job.done.signal()
+            }
+        } catch {
+            for job in group {
+                job.outcome.withLock { $0 = .failure(error) }
+                job.done.signal()
+            }
+        }
+    }
+
+    /// Keeps each new answer by its mutation id, so a push retried is answered as the first time.
+    private func recordAnswers(_ account: AccountID, _ fresh: [MutationResult], now: Int64, arrays: Bool, _ sql: any HubSQL) throws {
+        let created: SQLValue = .integer(now)
+        if arrays, !fresh.isEmpty {
+            var ids = PostgresArrayText()
+            var answers = PostgresArrayText()
+            for result in fresh {
+                var json = HubJSONWriter()
+                result.write(to: &json)
+                ids.append(result.mutation)
+                answers.append(String(decoding: json.bytes, as: UTF8.self))
+            }
+            try sql.execute(
+                "INSERT INTO mutations (account, mutation, result, created_ms) SELECT $1, m, r, $2 FROM unnest($3::text[], $4::text[]) AS v(m, r)",
+                [.text(account.hex), created, ids.value, answers.value])
+        }
+        try sql.inPieces(arrays ? [] : fresh, width: 2) { piece in
+            var arguments: [SQLValue] = [.text(account.hex), created]
+            arguments.reserveCapacity(2 + piece.count * 2)
+            for result in piece {
+                var json = HubJSONWriter()
+                result.write(to: &json)
+                arguments += [.text(result.mutation), .text(String(decoding: json.bytes, as: UTF8.self))]
+            }
+            try sql.execute(
+                Self.statement("insert mutations", rows: piece.count) {
+                    "INSERT INTO mutations (account, mutation, result, created_ms) VALUES \(Self.parameterRows(piece.count, width: 2, from: 3, around: "$1, ", "$2"))"
+                },
+                arguments)
+        }
+    }
+
+    /// `{"historyId": H, "epoch": E, "results": [...]}`: the epoch beside the history id
+    /// (HUB-API: every history id travels with it), so a client knows which history its
+    /// retirement gates belong to.
+    static func pushResponse(history: Int64, epoch: String, _ results: [MutationResult]) -> HubResponse {
         var json = HubJSONWriter(capacity: results.count * 80 + 96)
         json.raw("{")
         json.key("historyId")
@@ -634,5 +686,63 @@ extension HubService {
     static func key(_ text: String, field: String) throws(HubRefusal) -> String {
         guard (1...1_024).contains(text.utf8.count) else { throw .badRequest("the field \"\(field)\" must be 1 to 1,024 UTF-8 bytes") }
         return text
+    }
+}
+
+/// One push waiting for its account's next transaction (``HubService/push(_:_:)``).
+final class PushJob: Sendable {
+    let request: HubRequest
+    let mutations: [HubService.Mutation]
+    let outcome = Mutex<Result<HubResponse, any Error>?>(nil)
+    let done = DispatchSemaphore(value: 0)
+
+    init(request: HubRequest, mutations: [HubService.Mutation]) {
+        self.request = request
+        self.mutations = mutations
+    }
+}
+
+/// The pushes waiting per account, and whether a thread is writing for it. The
+/// thread whose push finds none writing becomes the writer: it takes every push
+/// waiting (its own first), writes them in one transaction, and goes on while more
+/// arrived; the others wait for their answers.
+final class PushGroups: Sendable {
+    private struct Account {
+        var waiting: [PushJob] = []
+        var writing = false
+    }
+
+    private let accounts = Mutex<[String: Account]>([:])
+
+    /// Queues `job`; `true` when the caller is to write.
+    func enqueue(_ job: PushJob, account: String) -> Bool {
+        accounts.withLock { accounts in
+            accounts[account, default: Account()].waiting.append(job)
+            guard accounts[account]?.writing == false else { return false }
+            accounts[account]?.writing = true
+            return true
+        }
+    }
+
+    /// The next group for the writer, in arrival order, up to about `maximumMutations`
+    /// (at least one push); `nil`, and the writer stands down, when none waits.
+    func next(account: String, maximumMutations: Int) -> [PushJob]? {
+        accounts.withLock { accounts in
+            guard var state = accounts[account], !state.waiting.isEmpty else {
+                accounts[account] = nil
+                return nil
+            }
+            var count = 0
+            var taken = 0
+            for job in state.waiting {
+                if taken > 0, count + job.mutations.count > maximumMutations { break }
+                count += job.mutations.count
+                taken += 1
+            }
+            let group = Array(state.waiting.prefix(taken))
+            state.waiting.removeFirst(taken)
+            accounts[account] = state
+            return group
+        }
     }
 }

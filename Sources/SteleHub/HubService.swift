@@ -50,6 +50,8 @@ public final class HubService: HubHandler {
     public let storage: any HubStorage
     public let configuration: Configuration
     public let wakeups = HubWakeups()
+    /// Pushes waiting for their account's next transaction (HubService+Records).
+    let pushGroups = PushGroups()
     /// Milliseconds since 1970 (injected: tests move it).
     let now: @Sendable () -> Int64
 
