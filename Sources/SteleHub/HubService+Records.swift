@@ -132,7 +132,7 @@ extension HubService {
                     }
                     fresh += own
                     answers[index] = .success(results)
-                    try notePushProgress(account, device: caller.device, own, now: now, sql)
+                    try notePushProgress(account, caller, own, now: now, sql)
                 }
                 try batch.write(account, arrays: arrays, sql)
                 try recordAnswers(account, fresh, now: now, arrays: arrays, sql)
@@ -211,15 +211,15 @@ extension HubService {
     /// beyond the bound that never corrects, a tombstone an append-only kind keeps
     /// refusing) marks the device from when it began; one that applied, or found
     /// its change already there, clears the mark. Written only when it changes.
-    private func notePushProgress(_ account: AccountID, device: String, _ fresh: [MutationResult], now: Int64, _ sql: any HubSQL) throws {
+    private func notePushProgress(_ account: AccountID, _ caller: Caller, _ fresh: [MutationResult], now: Int64, _ sql: any HubSQL) throws {
         guard !fresh.isEmpty else { return }
-        let key: [SQLValue] = [.text(account.hex), .text(device)]
+        let key: [SQLValue] = [.text(account.hex), .text(caller.device)]
         if fresh.allSatisfy({ $0.status == "refused" }) {
+            guard !caller.pushesRefused else { return }
             let reasons = Set(fresh.compactMap(\.reason)).sorted().joined(separator: ", ")
-            try sql.execute(
-                "UPDATE devices SET push_refused_ms = $3, push_refusal = $4 WHERE account = $1 AND device = $2 AND push_refused_ms IS NULL", key + [.integer(now), .text(reasons)])
-        } else if fresh.contains(where: { $0.status != "refused" }) {
-            try sql.execute("UPDATE devices SET push_refused_ms = NULL, push_refusal = NULL WHERE account = $1 AND device = $2 AND push_refused_ms IS NOT NULL", key)
+            try sql.execute("UPDATE devices SET push_refused_ms = $3, push_refusal = $4 WHERE account = $1 AND device = $2", key + [.integer(now), .text(reasons)])
+        } else if caller.pushesRefused {
+            try sql.execute("UPDATE devices SET push_refused_ms = NULL, push_refusal = NULL WHERE account = $1 AND device = $2", key)
         }
     }
 

@@ -121,6 +121,8 @@ extension HubService {
     struct Caller {
         let account: String
         let device: String
+        /// Every push of the device was refused since some time (status: cannot make progress).
+        var pushesRefused = false
     }
 
     /// Checks the account exists and the bearer token is a live session of a
@@ -136,7 +138,7 @@ extension HubService {
         // The session and its device's state in one look: a revocation's commit is seen by the next request.
         let rows = try sql.query(
             """
-            SELECT sessions.account, sessions.device, sessions.expires_ms, devices.state, devices.clock_offset_ms FROM sessions
+            SELECT sessions.account, sessions.device, sessions.expires_ms, devices.state, devices.clock_offset_ms, devices.push_refused_ms FROM sessions
             LEFT JOIN devices ON devices.account = sessions.account AND devices.device = sessions.device
             WHERE sessions.token_hash = $1
             """, [.text(Self.digest(token))])
@@ -156,7 +158,7 @@ extension HubService {
                     "UPDATE devices SET clock_offset_ms = $3, clock_seen_ms = $4 WHERE account = $1 AND device = $2", [.text(owner), .text(device), .integer(offset), .integer(time)])
             }
         }
-        return Caller(account: owner, device: device)
+        return Caller(account: owner, device: device, pushesRefused: row[column: 5].int64 != nil)
     }
 
     /// - Throws: `404 not_found` unless the account exists.
