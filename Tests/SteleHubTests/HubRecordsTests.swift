@@ -2,6 +2,7 @@ import Foundation
 import Stele
 import SteleHub
 import SteleSQL
+import Synchronization
 import Testing
 import TestSupport
 
@@ -169,6 +170,53 @@ import TestSupport
         #expect(changes.map { $0["id"] as? String ?? "" } == ["y", "x"])
         #expect(changes.map { ($0["seq"] as? NSNumber)?.int64Value ?? 0 } == [3, 6])
         #expect(next == 6)
+    }
+
+    /// Pushes into one account that arrive together are written together (a group
+    /// commit), each answered as if it had come alone: a refused session refuses only
+    /// its own push, a mutation id two pushes share is applied once and both get that
+    /// answer, and every change has its own history position.
+    @Test(arguments: Backend.allCases) func concurrentPushesIntoOneAccountAreEachAnsweredAsIfAlone(_ backend: Backend) throws {
+        let account = try Account(backend)
+        let answers = Mutex<[Int: HubResponse]>([:])
+        let group = DispatchGroup()
+        let service = account.hub.service
+        let (base, goodToken) = (account.base, account.token)
+        for pusher in 0..<16 {
+            var mutations = (0..<20).map { Self.put("p\(pusher)-\($0)", "v", at: 10, mutation: "m\(pusher)-\($0)") }
+            mutations.insert(Self.put("shared", "s", at: 5, mutation: "shared"), at: pusher % 20)
+            let body = Array(HubJSON.encode(["mutations": mutations]).utf8)
+            let token = pusher == 7 ? "not-a-token" : goodToken
+            group.enter()
+            Thread {
+                defer { group.leave() }
+                let request = HubRequest(method: "POST", target: "\(base)/records/push", headers: ["authorization": "Bearer \(token)"], body: body)
+                let answer = service.handle(request).response ?? HubResponse(status: 0)
+                answers.withLock { $0[pusher] = answer }
+            }.start()
+        }
+        #expect(group.wait(timeout: .now() + 60) == .success)
+        let all = answers.withLock { $0 }
+        #expect(all[7]?.status == 401, "the push with a bad token is refused, alone")
+        var sharedSeqs = Set<Int64>()
+        var seqs = Set<Int64>()
+        for (pusher, answer) in all where pusher != 7 {
+            #expect(answer.status == 200, "pusher \(pusher): \(answer.text)")
+            let results = answer.json["results"] as? [[String: Any]] ?? []
+            #expect(results.count == 21)
+            for result in results {
+                #expect(result["status"] as? String == "applied", "\(result)")
+                let seq = (result["seq"] as? NSNumber)?.int64Value ?? -1
+                if result["mutation"] as? String == "shared" { sharedSeqs.insert(seq) } else { #expect(seqs.insert(seq).inserted, "position \(seq) given twice") }
+            }
+            #expect((answer.json["historyId"] as? NSNumber)?.int64Value ?? 0 >= (results.compactMap { ($0["seq"] as? NSNumber)?.int64Value }.max() ?? 0))
+        }
+        #expect(sharedSeqs.count == 1, "the shared mutation is applied once and answered so to all: \(sharedSeqs)")
+        #expect(seqs.count == 15 * 20)
+        let feed = try account.pageAll()
+        #expect(feed.changes.count == 15 * 20 + 1)
+        #expect(feed.next == 15 * 20 + 1)
+        #expect(Set(seqs.union(sharedSeqs)) == Set((1...Int64(15 * 20 + 1))))
     }
 
     @Test(arguments: Backend.allCases) func aMutationIDRepeatedInOnePushIsAnsweredAsTheFirstTime(_ backend: Backend) throws {
