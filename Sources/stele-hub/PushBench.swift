@@ -36,7 +36,11 @@ enum PushBench {
         }
         say("hub.push.postgresql.aggregate: 100 accounts ...")
         let each = quick ? 1_000 : 5_000
-        let aggregate = try rate(rig, pushers: (0..<100).map { (accounts[$0], founders[$0]) }, mutations: each, perPush: 500, tag: "a")
+        // The faster of two rounds, as every figure of the suite keeps its fastest round.
+        var aggregate = 0.0
+        for round in 0..<(quick ? 1 : 2) {
+            aggregate = max(aggregate, try rate(rig, pushers: (0..<100).map { (accounts[$0], founders[$0]) }, mutations: each, perPush: 500, tag: "a\(round)"))
+        }
         // The baseline: the same rows inserted straight with libpq on one connection.
         let raw = Double(100 * each) / (try RecordsBench.rawPostgres(100 * each, url: postgres))
         return [
