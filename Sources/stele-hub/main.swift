@@ -98,6 +98,18 @@ func writeAnnounced(_ announced: HubService.Announced, _ path: String?) throws {
     try Data(announced.text.utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
 }
 
+/// The storage the options name, for a command that works on a hub that exists:
+/// a missing SQLite database is an error, and nothing is created.
+func openExistingStorage(_ options: Options, naming what: String) throws -> any HubStorage {
+    if options.values["--postgres"] == nil {
+        let file = "\(options.values["--data"] ?? "./stele-hub-data")/hub.sqlite"
+        guard FileManager.default.fileExists(atPath: file) else {
+            throw HubStorageError(.unavailable, "there is no hub database at \(file): name \(what) with --data DIR (or --postgres URL)")
+        }
+    }
+    return try openStorage(options)
+}
+
 /// Writes one line to standard error.
 func printError(_ message: String) {
     FileHandle.standardError.write(Data((message + "\n").utf8))
@@ -221,13 +233,7 @@ func invite(_ arguments: ArraySlice<String>) throws {
 /// replays and pushes again what it saw past that (HUB-API "Records").
 func restored(_ arguments: ArraySlice<String>) throws {
     let options = try Options(arguments, options: ["--data", "--postgres"], flags: [])
-    if options.values["--postgres"] == nil {
-        let file = "\(options.values["--data"] ?? "./stele-hub-data")/hub.sqlite"
-        guard FileManager.default.fileExists(atPath: file) else {
-            throw HubStorageError(.unavailable, "there is no hub database at \(file): name the restored one with --data DIR (or --postgres URL)")
-        }
-    }
-    let storage = try openStorage(options)
+    let storage = try openExistingStorage(options, naming: "the restored one")
     defer { storage.close() }
     let now = Int64(Date().timeIntervalSince1970 * 1000)
     // Every shard's history starts a new epoch: which database was put back is not for the hub to guess.
@@ -240,16 +246,10 @@ func restored(_ arguments: ArraySlice<String>) throws {
 }
 
 /// `compact`: collects at once the tombstones every member device of an account
-/// has pulled past (`serve` does it every minute), and says what holds the rest back.
+/// has pulled past (`serve` does it every minute; the account's status says who holds the rest back).
 func compact(_ arguments: ArraySlice<String>) throws {
     let options = try Options(arguments, options: ["--data", "--postgres"], flags: [])
-    if options.values["--postgres"] == nil {
-        let file = "\(options.values["--data"] ?? "./stele-hub-data")/hub.sqlite"
-        guard FileManager.default.fileExists(atPath: file) else {
-            throw HubStorageError(.unavailable, "there is no hub database at \(file): name it with --data DIR (or --postgres URL)")
-        }
-    }
-    let storage = try openStorage(options)
+    let storage = try openExistingStorage(options, naming: "it")
     defer { storage.close() }
     let compaction = try HubService(storage: storage).compact()
     print("collected \(compaction.collected) tombstones on \(compaction.accounts) accounts")
