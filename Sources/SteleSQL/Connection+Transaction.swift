@@ -21,7 +21,8 @@ extension Connection {
     @discardableResult
     public func transaction<T>(_ kind: TransactionKind = .immediate, _ body: () throws -> T) throws -> T {
         if transactionDepth > 0 { return try savepoint(body) }
-        try check(.begin, sql: "BEGIN \(kind.rawValue)") { sqlite3_exec(handle, "BEGIN \(kind.rawValue)", nil, nil, nil) }
+        // Prepared once and kept, as the savepoints are: a transaction costs no parse.
+        _ = try (kind == .immediate ? cached(literal: "BEGIN IMMEDIATE") : cached(literal: "BEGIN DEFERRED")).step(as: .begin)
         transactionDepth = 1
         defer { transactionDepth = 0 }
         let result: T
@@ -37,7 +38,7 @@ extension Connection {
                 sql: "COMMIT", operation: .commit)
         }
         do {
-            try check(.commit, sql: "COMMIT") { sqlite3_exec(handle, "COMMIT", nil, nil, nil) }
+            _ = try cached(literal: "COMMIT").step(as: .commit)
         } catch {
             rollbackAfterFailure()
             throw error

@@ -20,17 +20,51 @@ extension Evidence {
 }
 
 /// A device's store as evidence (read with faults held back by the caller).
-struct StoreEvidence: Evidence {
-    let replica: Replica
+/// Each lookup is read from the store once and remembered: the oracle asks
+/// about every operation it tracks, many of them of the same key, and holds one
+/// of these only while the store cannot change (one judgement, faults held back).
+final class StoreEvidence: Evidence {
+    private struct Key: Hashable {
+        let namespace: String
+        let key: String
+    }
 
-    func causal(_ namespace: String, _ key: String) -> CausalRecord? { (try? replica.causal(namespace).record(key)) ?? nil }
-    func lww(_ namespace: String, _ key: String) -> LWWRecord? { (try? replica.lww(namespace).record(key)) ?? nil }
-    func appendOnly(_ namespace: String, _ key: String) -> AppendOnlyRecord? { (try? replica.appendOnly(namespace).record(key)) ?? nil }
+    let replica: Replica
+    private var causalRecords: [Key: CausalRecord?] = [:]
+    private var lwwRecords: [Key: LWWRecord?] = [:]
+    private var appendOnlyRecords: [Key: AppendOnlyRecord?] = [:]
+    private var buried: [Key: Bool] = [:]
+    private var messages: [Key: Set<MessageOpID>?] = [:]
+
+    init(replica: Replica) {
+        self.replica = replica
+    }
+
+    private static func remembered<T>(_ cache: inout [Key: T], _ key: Key, _ read: () -> T) -> T {
+        if let known = cache[key] { return known }
+        let value = read()
+        cache[key] = value
+        return value
+    }
+
+    func causal(_ namespace: String, _ key: String) -> CausalRecord? {
+        Self.remembered(&causalRecords, Key(namespace: namespace, key: key)) { (try? replica.causal(namespace).record(key)) ?? nil }
+    }
+    func lww(_ namespace: String, _ key: String) -> LWWRecord? {
+        Self.remembered(&lwwRecords, Key(namespace: namespace, key: key)) { (try? replica.lww(namespace).record(key)) ?? nil }
+    }
+    func appendOnly(_ namespace: String, _ key: String) -> AppendOnlyRecord? {
+        Self.remembered(&appendOnlyRecords, Key(namespace: namespace, key: key)) { (try? replica.appendOnly(namespace).record(key)) ?? nil }
+    }
     func hasEvent(_ namespace: String, _ id: EventID) -> Bool { ((try? replica.log(namespace).event(id)) ?? nil) != nil }
-    func isBuried(_ namespace: String, _ group: String) -> Bool { (try? replica.log(namespace).isBuried(group)) ?? false }
+    func isBuried(_ namespace: String, _ group: String) -> Bool {
+        Self.remembered(&buried, Key(namespace: namespace, key: group)) { (try? replica.log(namespace).isBuried(group)) ?? false }
+    }
     func messageOps(_ namespace: String, _ message: String) -> Set<MessageOpID>? {
-        guard let ops = try? replica.messages(namespace).ops(of: message), !ops.isEmpty else { return nil }
-        return Set(ops.map(\.id))
+        Self.remembered(&messages, Key(namespace: namespace, key: message)) {
+            guard let ops = try? replica.messages(namespace).ops(of: message), !ops.isEmpty else { return nil }
+            return Set(ops.map(\.id))
+        }
     }
 }
 

@@ -75,6 +75,10 @@ public final class Simulation {
     public var partition: [Set<DeviceID>]? { virtualNetwork.partition }
     /// A timeline of what happened, for reports.
     public internal(set) var timeline: [TimelineEntry] = []
+    /// Whether every write adds the tombstones retained across the fleet to the
+    /// timeline (the report's tombstone line). Off by default: counting reads
+    /// every device's store after every write, a tenth of a long run's time.
+    public var recordsTombstoneCounts = false
 
     let folder: String
     /// The scenario's hub and its mirror clients, once `hub` started it.

@@ -36,6 +36,9 @@ public struct SimulationRun {
         public var contact = true
         /// Where the stores live (``Simulation/Storage``): the same verdicts either way.
         public var storage = Simulation.Storage.inMemoryFiles
+        /// Whether the timeline counts the tombstones retained after every write
+        /// (``Simulation/recordsTombstoneCounts``): for a report, off otherwise.
+        public var recordsTombstoneCounts = false
 
         public init() {}
     }
@@ -92,6 +95,7 @@ public struct SimulationRun {
     public static func run(seed: UInt64, options: Options) throws -> Outcome {
         let simulation = try Simulation(seed: seed, storage: options.storage)
         simulation.setCollection(options.collects)
+        simulation.recordsTombstoneCounts = options.recordsTombstoneCounts
         var random = SplitMix64(seed: seed ^ 0x5EED_F00D)
         // Every step is a scenario statement, carried out by the simulation and
         // written down as it prints: the transcript is the program, and

@@ -47,6 +47,8 @@ enum SimulateCommand {
             options.ledgerClients = clients
         }
         if let list = parsed.options["--faults"] { options.faults = try faults(list) }
+        // The report draws the tombstones retained after every write.
+        options.recordsTombstoneCounts = parsed.options["--report"] != nil
 
         let interactive = isatty(STDERR_FILENO) == 1
         var outcomes: [SimulationRun.Outcome] = []

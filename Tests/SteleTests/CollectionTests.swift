@@ -178,7 +178,7 @@ import TestSupport
                 """)
         }
         let replica = try Replica.open(at: path)
-        #expect(try replica.report().format == 4)
+        #expect(try replica.report().format == 5)
         #expect(try replica.tombstoneCounts() == ["notes": 1, "flags": 1, "memory": 1])
         let digest = try replica.contentDigest()
         try replica.recordAck(round: Self.round(1), digest: digest, generation: 1)

@@ -1,4 +1,5 @@
 import Foundation
+import SteleSQL
 import Testing
 import TestSupport
 @testable import Stele
@@ -361,6 +362,45 @@ import TestSupport
         // An edit after delivery owes just the edit.
         let edit = try chat.edit("m1", body: "edited".bytes)
         #expect(try chat.outbox().first?.ops == [edit])
+    }
+
+    /// The outbox is one read of the owing messages (an index of them, not a
+    /// scan of every message): in posting order, each with what its fold owes,
+    /// a delivered one gone; a store of format 4 gets the index when it opens.
+    @Test func theOutboxReadsTheOwingMessagesInPostingOrderAndAnOlderStoreGetsItsIndex() throws {
+        let directory = try TemporaryDirectory()
+        let path: String
+        do {
+            let replica = try Fixtures.replica(in: directory, device: Fixtures.device(1))
+            let chat = try replica.conversation("chat", with: Self.bob)
+            let (_, bob) = try Self.contactStore()
+            for message in ["m3", "m1", "m2", "m0"] { try chat.post(message, body: Array(message.utf8), author: "ana") }
+            try chat.react("m1", emoji: "👍", as: "ana")
+            try chat.edit("m3", body: "again".bytes)
+            // m2 is delivered and its receipt heard: it owes nothing.
+            let receipts = try bob.receive(try #require(try chat.outbox().first { $0.message == "m2" }), from: replica.account)
+            _ = try chat.receive(receipts, from: Self.bob, isAnswer: true)
+            let owed = try chat.outbox()
+            #expect(owed.map(\.message) == ["m3", "m1", "m0"])
+            for record in owed {
+                #expect(record.ops == MessageFold.duty(of: try chat.ops(of: record.message), for: replica.account))
+            }
+            #expect(try chat.outboxCount() == 3)
+            let plan = try replica.connection.query(
+                "EXPLAIN QUERY PLAN SELECT key FROM \(try replica.declaration(of: "chat").table) WHERE duty = 1 ORDER BY posted, key"
+            ) { $0.text(3) }
+            #expect(plan.contains { $0.contains("_owing") }, "\(plan)")
+            path = replica.path
+        }
+        do {
+            let connection = try Connection(path: path)
+            let index = try #require(try connection.query("SELECT name FROM sqlite_master WHERE type = 'index' AND name GLOB 'messages_*_owing'") { $0.text(0) }.first)
+            try connection.executeScript("DROP INDEX \(index); PRAGMA user_version = 4")
+        }
+        let replica = try Replica.open(at: path)
+        #expect(try replica.report().format == 5)
+        #expect(try replica.connection.query("SELECT name FROM sqlite_master WHERE type = 'index' AND name GLOB 'messages_*_owing'") { $0.text(0) }.count == 1)
+        #expect(try replica.conversation("chat", with: Self.bob).outbox().map(\.message) == ["m3", "m1", "m0"])
     }
 
     @Test func aContactMayNotSpeakForAnotherAccountNorEditOurMessages() throws {

@@ -202,11 +202,27 @@ public struct MessageNamespace {
     /// the folded ops, so a delivery receipt or a delete that reaches any device
     /// of the account cancels the duty on every device as the fold converges.
     public func outbox() throws -> [MessageRecord] {
-        let owing = try replica.connection.query("SELECT key FROM \(table) WHERE duty = 1 ORDER BY posted, key") { $0.text(0) }
-        return try owing.compactMap { message in
-            let ops = MessageFold.duty(of: try storedOps(of: message), for: replica.account)
-            return ops.isEmpty ? nil : MessageRecord(message: message, ops: ops)
+        // One query for every owing message's ops, in the order of the messages.
+        let rows = try replica.connection.query(
+            """
+            SELECT m.key, o.id, o.time, o.writer, o.account, o.action, o.actor, o.content, o.scope
+            FROM \(table) m JOIN \(opsTable) o ON o.message = m.key WHERE m.duty = 1 ORDER BY m.posted, m.key, o.id
+            """
+        ) { row in
+            let message = row.text(0)
+            return (message: message, op: try op(of: message, from: row, at: 1))
         }
+        var owed: [MessageRecord] = []
+        var start = rows.startIndex
+        while start < rows.endIndex {
+            let message = rows[start].message
+            var end = start + 1
+            while end < rows.endIndex && rows[end].message == message { end += 1 }
+            let ops = MessageFold.duty(of: rows[start..<end].map(\.op), for: replica.account)
+            if !ops.isEmpty { owed.append(MessageRecord(message: message, ops: ops)) }
+            start = end
+        }
+        return owed
     }
 
     /// The number of messages that owe a delivery.
@@ -373,41 +389,45 @@ public struct MessageNamespace {
     private func storedOps(of message: String) throws -> [MessageOp] {
         try replica.connection.query(
             "SELECT id, time, writer, account, action, actor, content, scope FROM \(opsTable) WHERE message = ? ORDER BY id", [.text(message)]
-        ) { row in
-            guard let id = try? MessageOpID(bytes: row.blob(0)) else {
-                throw ReplicaError(.corrupt, "an op of message \(message) in \(name) has a malformed id; the file is damaged")
-            }
-            let action: MessageOp.Action
-            guard let code = MessageOp.Action.Code(rawValue: UInt8(clamping: row.int64(4))) else {
-                throw ReplicaError(.corrupt, "an op of message \(message) in \(name) has an unknown action; the file is damaged")
-            }
-            switch code {
-            case .post: action = .post(author: row.text(5), body: row.blob(6))
-            case .edit: action = .edit(body: row.blob(6))
-            case .delete:
-                guard let scope = row.optionalInt64(7).flatMap({ DeleteScope(rawValue: UInt8(clamping: $0)) }), scope != .live else {
-                    throw ReplicaError(.corrupt, "a delete of message \(message) in \(name) has no scope; the file is damaged")
-                }
-                action = .delete(scope)
-            case .react: action = .react(reactor: row.text(5), emoji: String(decoding: row.blob(6), as: UTF8.self))
-            case .unreact: action = .unreact(reactor: row.text(5))
-            case .receipt:
-                guard let received = try? MessageOpID(bytes: row.blob(6)) else {
-                    throw ReplicaError(.corrupt, "a receipt in message \(message) of \(name) names no op; the file is damaged")
-                }
-                action = .receipt(of: received)
-            }
-            let account: AccountID
-            if let bytes = row.optionalBlob(3) {
-                guard let stored = try? AccountID(bytes: bytes) else {
-                    throw ReplicaError(.corrupt, "an op of message \(message) in \(name) has a malformed account; the file is damaged")
-                }
-                account = stored
-            } else {
-                account = replica.account
-            }
-            return MessageOp(
-                id: id, message: message, time: row.int64(1), writer: try replica.deviceID(at: row.int64(2)), account: account, action: action)
+        ) { row in try op(of: message, from: row, at: 0) }
+    }
+
+    /// The op stored in `row`'s columns from `first` on: id, time, writer,
+    /// account, action, actor, content, scope.
+    private func op(of message: String, from row: Statement, at first: Int32) throws -> MessageOp {
+        guard let id = try? MessageOpID(bytes: row.blob(first)) else {
+            throw ReplicaError(.corrupt, "an op of message \(message) in \(name) has a malformed id; the file is damaged")
         }
+        let action: MessageOp.Action
+        guard let code = MessageOp.Action.Code(rawValue: UInt8(clamping: row.int64(first + 4))) else {
+            throw ReplicaError(.corrupt, "an op of message \(message) in \(name) has an unknown action; the file is damaged")
+        }
+        switch code {
+        case .post: action = .post(author: row.text(first + 5), body: row.blob(first + 6))
+        case .edit: action = .edit(body: row.blob(first + 6))
+        case .delete:
+            guard let scope = row.optionalInt64(first + 7).flatMap({ DeleteScope(rawValue: UInt8(clamping: $0)) }), scope != .live else {
+                throw ReplicaError(.corrupt, "a delete of message \(message) in \(name) has no scope; the file is damaged")
+            }
+            action = .delete(scope)
+        case .react: action = .react(reactor: row.text(first + 5), emoji: String(decoding: row.blob(first + 6), as: UTF8.self))
+        case .unreact: action = .unreact(reactor: row.text(first + 5))
+        case .receipt:
+            guard let received = try? MessageOpID(bytes: row.blob(first + 6)) else {
+                throw ReplicaError(.corrupt, "a receipt in message \(message) of \(name) names no op; the file is damaged")
+            }
+            action = .receipt(of: received)
+        }
+        let account: AccountID
+        if let bytes = row.optionalBlob(first + 3) {
+            guard let stored = try? AccountID(bytes: bytes) else {
+                throw ReplicaError(.corrupt, "an op of message \(message) in \(name) has a malformed account; the file is damaged")
+            }
+            account = stored
+        } else {
+            account = replica.account
+        }
+        return MessageOp(
+            id: id, message: message, time: row.int64(first + 1), writer: try replica.deviceID(at: row.int64(first + 2)), account: account, action: action)
     }
 }

@@ -42,6 +42,12 @@ extension NamespaceKind {
     var tombstonesAreLeaves: Bool { self == .log || self == .messages }
 
     /// The DDL for a namespace's table (and its indexes) in the current layout.
+    /// The messages that owe a delivery, in the outbox's order: the outbox reads
+    /// them after every change, so they are found without reading every message.
+    static func owingIndexSQL(_ table: String) -> String {
+        "CREATE INDEX IF NOT EXISTS \(table)_owing ON \(table) (posted, key) WHERE duty = 1;"
+    }
+
     func createTableSQL(_ table: String) -> String {
         switch self {
         case .causal:
@@ -141,6 +147,7 @@ extension NamespaceKind {
                 scope INTEGER,
                 PRIMARY KEY (message, id)
             ) WITHOUT ROWID;
+            \(Self.owingIndexSQL(table))
             """
         case .local:
             """

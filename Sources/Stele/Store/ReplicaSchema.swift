@@ -99,5 +99,13 @@ enum ReplicaSchema {
                 try connection.executeScript("ALTER TABLE \(NamespaceKind.causal.tableName(id: id)) ADD COLUMN contexts BLOB")
             }
         },
+        Migration(version: 5, name: "the messages that owe a delivery, indexed") { connection in
+            // The outbox read every message of a conversation at each attempt (after every
+            // change on the device): now only those that owe a delivery (``NamespaceKind/owingIndexSQL(_:)``).
+            let tables = try connection.query("SELECT id FROM namespaces WHERE kind = 'messages'") { $0.int64(0) }
+            for id in tables {
+                try connection.executeScript(NamespaceKind.owingIndexSQL(NamespaceKind.messages.tableName(id: id)))
+            }
+        },
     ])
 }
