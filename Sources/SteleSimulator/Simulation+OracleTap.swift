@@ -11,10 +11,15 @@ extension Simulation {
         guard source.contact == nil, !source.isRevoked, case .delivery(let delivery)? = try? FrameCodec.decode(plain) else { return }
         observing {
             for record in delivery.records {
+                let receipts = record.ops.filter { op in
+                    if case .receipt = op.action { op.account == account } else { false }
+                }
+                // Most records carry none: their store is not read.
+                guard !receipts.isEmpty else { continue }
                 // An acknowledgement of a receipt whose op is gone is sent, not kept.
                 let held = Set(((try? source.replica.messages(delivery.conversation).ops(of: record.message)) ?? []).map(\.id))
-                for op in record.ops where op.account == account && held.contains(op.id) {
-                    if case .receipt = op.action { oracle.arrived(op, namespace: delivery.conversation, on: source.replica, deviceName: source.name, time: now) }
+                for op in receipts where held.contains(op.id) {
+                    oracle.arrived(op, namespace: delivery.conversation, on: source.replica, deviceName: source.name, time: now)
                 }
             }
         }

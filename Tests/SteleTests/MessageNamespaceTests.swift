@@ -365,8 +365,11 @@ import TestSupport
     }
 
     /// The outbox is one read of the owing messages (an index of them, not a
-    /// scan of every message): in posting order, each with what its fold owes,
-    /// a delivered one gone; a store of format 4 gets the index when it opens.
+    /// scan of every message) and of the ops each row keeps as owed (no fold): in
+    /// posting order, each with what its fold owes, a delivered one gone. A row
+    /// whose list is missing (written before format 5) is folded at the read, to
+    /// the same answer; a damaged list is reported as corrupt. A store of format 4
+    /// gets the column and the index when it opens.
     @Test func theOutboxReadsTheOwingMessagesInPostingOrderAndAnOlderStoreGetsItsIndex() throws {
         let directory = try TemporaryDirectory()
         let path: String
@@ -390,17 +393,34 @@ import TestSupport
                 "EXPLAIN QUERY PLAN SELECT key FROM \(try replica.declaration(of: "chat").table) WHERE duty = 1 ORDER BY posted, key"
             ) { $0.text(3) }
             #expect(plan.contains { $0.contains("_owing") }, "\(plan)")
+            let table = try replica.declaration(of: "chat").table
+            #expect(try replica.connection.query("SELECT owed FROM \(table) WHERE key = 'm2'") { $0.isNull(0) } == [true])
+            // Without the kept lists the read folds, to the same outbox.
+            try replica.connection.execute("UPDATE \(table) SET owed = NULL")
+            #expect(try chat.outbox() == owed)
+            // A list that is not whole ids is damage, said as such.
+            try replica.connection.execute("UPDATE \(table) SET owed = x'0102' WHERE key = 'm1'")
+            #expect { try chat.outbox() } throws: { ($0 as? ReplicaError)?.code == .corrupt }
+            try replica.connection.execute("UPDATE \(table) SET owed = NULL")
             path = replica.path
         }
         do {
             let connection = try Connection(path: path)
             let index = try #require(try connection.query("SELECT name FROM sqlite_master WHERE type = 'index' AND name GLOB 'messages_*_owing'") { $0.text(0) }.first)
-            try connection.executeScript("DROP INDEX \(index); PRAGMA user_version = 4")
+            let table = String(index.dropLast("_owing".count))
+            try connection.executeScript("DROP INDEX \(index); ALTER TABLE \(table) DROP COLUMN owed; PRAGMA user_version = 4")
         }
         let replica = try Replica.open(at: path)
         #expect(try replica.report().format == 5)
         #expect(try replica.connection.query("SELECT name FROM sqlite_master WHERE type = 'index' AND name GLOB 'messages_*_owing'") { $0.text(0) }.count == 1)
-        #expect(try replica.conversation("chat", with: Self.bob).outbox().map(\.message) == ["m3", "m1", "m0"])
+        let chat = try replica.conversation("chat", with: Self.bob)
+        #expect(try chat.outbox().map(\.message) == ["m3", "m1", "m0"])
+        // The next write of a row keeps its list again.
+        let reaction = try chat.react("m0", emoji: "🎉", as: "ana")
+        let table = try replica.declaration(of: "chat").table
+        let kept = try replica.connection.query("SELECT owed FROM \(table) WHERE key = 'm0'") { $0.optionalBlob(0) }.first ?? nil
+        #expect(kept == MessageNamespace.owedBytes(MessageFold.duty(of: try chat.ops(of: "m0"), for: replica.account)))
+        #expect(try chat.outbox().first { $0.message == "m0" }?.ops.contains(reaction) == true)
     }
 
     @Test func aContactMayNotSpeakForAnotherAccountNorEditOurMessages() throws {

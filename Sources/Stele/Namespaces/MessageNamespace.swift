@@ -202,27 +202,55 @@ public struct MessageNamespace {
     /// the folded ops, so a delivery receipt or a delete that reaches any device
     /// of the account cancels the duty on every device as the fold converges.
     public func outbox() throws -> [MessageRecord] {
-        // One query for every owing message's ops, in the order of the messages.
-        let rows = try replica.connection.query(
+        // One query for every owing message's ops, in the order of the messages. A
+        // row keeps the ids its fold owes (`owed`), so only those ops are decoded and
+        // nothing is folded; a row written before format 5 (NULL) is folded here.
+        var owed: [MessageRecord] = []
+        var current: (message: String, owing: Set<MessageOpID>?, ops: [MessageOp])?
+        func close() {
+            guard let current else { return }
+            let ops = current.owing == nil ? MessageFold.duty(of: current.ops, for: replica.account) : current.ops
+            if !ops.isEmpty { owed.append(MessageRecord(message: current.message, ops: ops)) }
+        }
+        _ = try replica.connection.query(
             """
-            SELECT m.key, o.id, o.time, o.writer, o.account, o.action, o.actor, o.content, o.scope
+            SELECT m.key, m.owed, o.id, o.time, o.writer, o.account, o.action, o.actor, o.content, o.scope
             FROM \(table) m JOIN \(opsTable) o ON o.message = m.key WHERE m.duty = 1 ORDER BY m.posted, m.key, o.id
             """
-        ) { row in
+        ) { row -> Void in
             let message = row.text(0)
-            return (message: message, op: try op(of: message, from: row, at: 1))
+            if current?.message != message {
+                close()
+                current = (message, try row.optionalBlob(1).map { try Self.owedIDs($0, message: message, in: name) }, [])
+            }
+            if let owing = current?.owing {
+                guard let id = try? MessageOpID(bytes: row.blob(2)), owing.contains(id) else { return }
+            }
+            current?.ops.append(try op(of: message, from: row, at: 2))
         }
-        var owed: [MessageRecord] = []
-        var start = rows.startIndex
-        while start < rows.endIndex {
-            let message = rows[start].message
-            var end = start + 1
-            while end < rows.endIndex && rows[end].message == message { end += 1 }
-            let ops = MessageFold.duty(of: rows[start..<end].map(\.op), for: replica.account)
-            if !ops.isEmpty { owed.append(MessageRecord(message: message, ops: ops)) }
-            start = end
-        }
+        close()
         return owed
+    }
+
+    /// The ids of the ops a row owes, as `owed` keeps them (16 bytes each, in id order).
+    static func owedBytes(_ ops: [MessageOp]) -> [UInt8]? {
+        ops.isEmpty ? nil : ops.flatMap(\.id.bytes)
+    }
+
+    private static func owedIDs(_ bytes: [UInt8], message: String, in name: String) throws -> Set<MessageOpID> {
+        guard bytes.count % MessageOpID.byteCount == 0 else {
+            throw ReplicaError(.corrupt, "message \(message) of \(name) lists what it owes in \(bytes.count) bytes; the file is damaged")
+        }
+        var ids = Set<MessageOpID>()
+        var start = 0
+        while start < bytes.count {
+            guard let id = try? MessageOpID(bytes: bytes[start..<(start + MessageOpID.byteCount)]) else {
+                throw ReplicaError(.corrupt, "message \(message) of \(name) lists a malformed op id among what it owes; the file is damaged")
+            }
+            ids.insert(id)
+            start += MessageOpID.byteCount
+        }
+        return ids
     }
 
     /// The number of messages that owe a delivery.
@@ -329,16 +357,26 @@ public struct MessageNamespace {
         let before = try storedRow(of: message)
         guard let row = MessageFold.fold(all) else { return MergeOutcome(.recorded) }
         let leaf = replica.hasher.leaf(LeafEncoding.message(row))
-        let owes = !MessageFold.duty(of: all, folded: row, for: replica.account).isEmpty
-        if let before, before.leaf == leaf, before.owes == owes { return MergeOutcome(.recorded) }
+        let duty = MessageFold.duty(of: all, folded: row, for: replica.account)
+        let owes = !duty.isEmpty
+        let owed = Self.owedBytes(duty)
+        if let before, before.leaf == leaf, before.owes == owes {
+            // What is owed changed within the same row (a receipt among several): the row
+            // itself, and a tombstone's number, stay as they are.
+            if before.owed != owed {
+                try replica.connection.execute("UPDATE \(table) SET owed = ? WHERE key = ?", [owed.map(SQLValue.blob) ?? .null, .text(message)])
+            }
+            return MergeOutcome(.recorded)
+        }
         try replica.connection.execute(
-            "INSERT OR REPLACE INTO \(table) (key, author, posted, scope, leaf, seq, duty) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO \(table) (key, author, posted, scope, leaf, seq, duty, owed) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 .text(message), .text(row.author), .integer(row.postedAt), .integer(Int64(row.scope.rawValue)), .blob(leaf.bytes),
                 // A deleted row is a tombstone: numbered afresh whenever it changes, so an
                 // ack taken before the change never vouches for it (DESIGN §6).
                 row.isDeleted ? .integer(replica.nextTombstoneSequence()) : .null,
                 .integer(owes ? 1 : 0),
+                owed.map(SQLValue.blob) ?? .null,
             ])
         if replica.maintainsDigests, before?.leaf != leaf {
             if let before { replica.recordLeaf(declaration, key: Array(message.utf8), leaf: before.leaf, added: false) }
@@ -377,12 +415,12 @@ public struct MessageNamespace {
             ])
     }
 
-    private func storedRow(of message: String) throws -> (scope: DeleteScope, leaf: Leaf, owes: Bool)? {
-        try replica.connection.queryFirst("SELECT scope, leaf, duty FROM \(table) WHERE key = ?", [.text(message)]) { row in
+    private func storedRow(of message: String) throws -> (scope: DeleteScope, leaf: Leaf, owes: Bool, owed: [UInt8]?)? {
+        try replica.connection.queryFirst("SELECT scope, leaf, duty, owed FROM \(table) WHERE key = ?", [.text(message)]) { row in
             guard let scope = DeleteScope(rawValue: UInt8(clamping: row.int64(0))) else {
                 throw ReplicaError(.corrupt, "message \(message) of \(name) has an unknown delete scope; the file is damaged")
             }
-            return (scope, try replica.storedLeaf(row.blob(1), "message \(message) of \(name)"), row.int64(2) == 1)
+            return (scope, try replica.storedLeaf(row.blob(1), "message \(message) of \(name)"), row.int64(2) == 1, row.optionalBlob(3))
         }
     }
 

@@ -123,7 +123,9 @@ extension NamespaceKind {
             // (0 post through 5 receipt); `actor` the author or reactor, `content`
             // the body (emptied by a delete), the emoji or the receipted op's id,
             // `scope` a delete's; `account` the writer's account, NULL for this
-            // replica's own. `duty`: the row's ops owe a delivery (``MessageFold/duty(of:for:)``).
+            // replica's own. `duty`: the row's ops owe a delivery (``MessageFold/duty(of:for:)``);
+            // `owed`: the ids of those ops (16 bytes each, in id order), NULL when none
+            // are owed or the row was written before format 5.
             """
             CREATE TABLE \(table) (
                 key TEXT NOT NULL PRIMARY KEY,
@@ -133,6 +135,7 @@ extension NamespaceKind {
                 leaf BLOB NOT NULL,
                 seq INTEGER,
                 duty INTEGER NOT NULL DEFAULT 0 CHECK (duty IN (0, 1)),
+                owed BLOB,
                 CHECK ((scope = 0) = (seq IS NULL))
             ) WITHOUT ROWID;
             CREATE TABLE \(table)_ops (

@@ -99,12 +99,15 @@ enum ReplicaSchema {
                 try connection.executeScript("ALTER TABLE \(NamespaceKind.causal.tableName(id: id)) ADD COLUMN contexts BLOB")
             }
         },
-        Migration(version: 5, name: "the messages that owe a delivery, indexed") { connection in
-            // The outbox read every message of a conversation at each attempt (after every
-            // change on the device): now only those that owe a delivery (``NamespaceKind/owingIndexSQL(_:)``).
+        Migration(version: 5, name: "the messages that owe a delivery, indexed, with what they owe") { connection in
+            // The outbox read and folded every message of a conversation at each attempt
+            // (after every change on the device): now only those that owe a delivery
+            // (``NamespaceKind/owingIndexSQL(_:)``), and only the ops each owes (`owed`,
+            // kept as rows are written; NULL, folded at the read, for rows written before).
             let tables = try connection.query("SELECT id FROM namespaces WHERE kind = 'messages'") { $0.int64(0) }
             for id in tables {
-                try connection.executeScript(NamespaceKind.owingIndexSQL(NamespaceKind.messages.tableName(id: id)))
+                let table = NamespaceKind.messages.tableName(id: id)
+                try connection.executeScript("ALTER TABLE \(table) ADD COLUMN owed BLOB; " + NamespaceKind.owingIndexSQL(table))
             }
         },
     ])
