@@ -38,7 +38,7 @@ public struct BenchmarkSuite {
             run: CollectionBenchmarks.rounds),
         Group(figures: ["crypto.seal_open.1k", "crypto.seal_open.64k", "crypto.overhead_bytes"], run: CryptoBenchmarks.run),
         Group(figures: ["messages.fold", "messages.fold.in_order"], run: MessageBenchmarks.run),
-        Group(figures: ["sim.throughput"], run: SimulatorBenchmark.run),
+        Group(figures: ["sim.throughput", "sim.throughput.jobs"], run: SimulatorBenchmark.run),
         Group(figures: ["mirror.enqueue", "mirror.enqueue.floor", "mirror.inbox"], run: MirrorBenchmarks.run),
         Group(figures: ["ledger.pass"], run: LedgerBenchmarks.run),
     ]

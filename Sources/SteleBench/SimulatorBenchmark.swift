@@ -39,11 +39,21 @@ enum SimulatorBenchmark {
                 }
             }
         }
+        // The same runs on every core at once (`stele simulate --jobs`), against them one by one.
+        let cores = ProcessInfo.processInfo.activeProcessorCount
+        var together = 0
+        let parallel = try Stopwatch.time {
+            let outcomes = try SimulationRun.run(seeds: (0..<UInt64(max(runs, 2 * cores))).map { $0 }, options: options, jobs: cores)
+            together = outcomes.reduce(0) { $0 + $1.operations }
+        }
         return [
             BenchmarkFigure(
                 name: "sim.throughput", value: Double(operations) / simulated, unit: "simulated operations/s (all faults, 5 devices)",
                 // The simulator's cost at most 5 times the direct writes (issue: the simulator at ten times the speed).
-                baseline: Double(written) / baseline, target: .ratioAtLeast(0.2))
+                baseline: Double(written) / baseline, target: .ratioAtLeast(0.2)),
+            BenchmarkFigure(
+                name: "sim.throughput.jobs", value: Double(together) / parallel, unit: "simulated operations/s on \(cores) cores (--jobs), against one",
+                baseline: Double(operations) / simulated),
         ]
     }
 }

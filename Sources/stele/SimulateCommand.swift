@@ -1,14 +1,17 @@
 import Stele
 import Foundation
 import SteleSimulator
+import Synchronization
 
 /// `stele simulate`: randomized runs with faults, then healing, checked by the
 /// oracle. Exit 1 if any run broke a guarantee or did not converge.
 enum SimulateCommand {
     static let usage = """
-        usage: stele simulate [--seed S] [--seeds N] [--devices K] [--clients C] [--ledger-clients L] [--steps M] [--faults LIST] [--report FILE.svg] [--scenario FILE] [--json]
+        usage: stele simulate [--seed S] [--seeds N] [--jobs J] [--devices K] [--clients C] [--ledger-clients L] [--steps M] [--faults LIST] [--report FILE.svg] [--scenario FILE] [--json]
           --seed S      the (base) seed; alone, one run, replayable bit for bit (default 1)
           --seeds N     N runs, seeds S, S+1, ...
+          --jobs J      runs at once, each on a core of its own (default: the cores this
+                        machine has); every run is the same as alone, only sooner
           --devices K   devices per run (default 3)
           --clients C   mirror clients of a hub beside the fleet (default 0): their effective
                         reads must equal the hub's, no delete may come back, no mutation apply
@@ -27,7 +30,7 @@ enum SimulateCommand {
 
     static func run(_ arguments: [String]) throws {
         let parsed = try ParsedArguments(
-            arguments, flags: ["--json"], options: ["--seed", "--seeds", "--devices", "--clients", "--ledger-clients", "--steps", "--faults", "--report", "--scenario"], usage: usage)
+            arguments, flags: ["--json"], options: ["--seed", "--seeds", "--jobs", "--devices", "--clients", "--ledger-clients", "--steps", "--faults", "--report", "--scenario"], usage: usage)
         guard parsed.positionals.isEmpty else { throw UsageError(message: "simulate takes no file; did you mean stele scenario?", usage: usage) }
         let base = try parseSeed(parsed.options["--seed"], usage: usage) ?? 1
         let count = try positive(parsed.options["--seeds"], "--seeds", default: 1, limit: 1_000_000)
@@ -50,14 +53,13 @@ enum SimulateCommand {
         // The report draws the tombstones retained after every write.
         options.recordsTombstoneCounts = parsed.options["--report"] != nil
 
+        let jobs = try positive(parsed.options["--jobs"], "--jobs", default: ProcessInfo.processInfo.activeProcessorCount, limit: 256)
+
         let interactive = isatty(STDERR_FILENO) == 1
-        var outcomes: [SimulationRun.Outcome] = []
-        var lastLine = -1
+        let lastLine = LastLine()
         let started = ContinuousClock.now
-        for index in 0..<count {
-            let seed = base &+ UInt64(index)
-            outcomes.append(try SimulationRun.run(seed: seed, options: options))
-            progress(index + 1, of: count, failures: outcomes.filter(\.failed).count, interactive: interactive, lastLine: &lastLine)
+        let outcomes = try SimulationRun.run(seeds: (0..<count).map { base &+ UInt64($0) }, options: options, jobs: jobs) { done, failed in
+            lastLine.value.withLock { progress(done, of: count, failures: failed, interactive: interactive, lastLine: &$0) }
         }
         if interactive { FileHandle.standardError.write(Data("\n".utf8)) }
         var summary = SimulationSummary(outcomes)
@@ -91,6 +93,11 @@ enum SimulateCommand {
                     + "(and the same --devices, --clients, --ledger-clients, --steps and --faults)")
             throw ExitStatus(code: 1)
         }
+    }
+
+    /// The tenth of the runs the last plain progress line was printed at.
+    private final class LastLine: Sendable {
+        let value = Mutex(-1)
     }
 
     private static func progress(_ done: Int, of total: Int, failures: Int, interactive: Bool, lastLine: inout Int) {

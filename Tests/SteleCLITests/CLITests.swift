@@ -296,11 +296,19 @@ import TestSupport
         let other = try Self.stele("simulate", "--seed", "4", "--steps", "40", "--json")
         let otherSummary = try #require(try JSONSerialization.jsonObject(with: Data(other.output.utf8)) as? [String: Any])
         #expect(otherSummary["wireDigest"] as? String != digest)
+
+        // Runs at once on several threads are the runs made one by one, in seed order.
+        let alone = try Self.stele("simulate", "--seed", "3", "--seeds", "4", "--steps", "40", "--jobs", "1", "--json")
+        let together = try Self.stele("simulate", "--seed", "3", "--seeds", "4", "--steps", "40", "--jobs", "3", "--json")
+        #expect(alone.status == 0 && together.status == 0, "\(together.error)")
+        #expect(timeless(alone.output) == timeless(together.output), "--jobs changed what the runs did")
+        let four = try #require(try JSONSerialization.jsonObject(with: Data(together.output.utf8)) as? [String: Any])
+        #expect(four["runs"] as? Int == 4)
     }
 
     @Test func simulateRefusesNonsenseWithUsageAndStatus2() throws {
         for arguments in [
-            ["--seeds", "0"], ["--seeds", "many"], ["--devices", "-3"], ["--steps", "1e3"], ["--faults", "loss,flood"], ["--seed"],
+            ["--seeds", "0"], ["--seeds", "many"], ["--jobs", "0"], ["--jobs", "all"], ["--devices", "-3"], ["--steps", "1e3"], ["--faults", "loss,flood"], ["--seed"],
             ["--sed", "4"], ["extra.scenario"],
         ] {
             let run = try Self.stele(["simulate"] + arguments)

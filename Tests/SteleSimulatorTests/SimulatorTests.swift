@@ -1,3 +1,4 @@
+import Synchronization
 import Testing
 import TestSupport
 @testable import Stele
@@ -59,6 +60,19 @@ import TestSupport
     }
 
     // MARK: - Determinism
+
+    @Test func runsOnSeveralThreadsAreTheRunsMadeOneByOne() throws {
+        let seeds: [UInt64] = [21, 22, 23]
+        let alone = try seeds.map { try SimulationRun.run(seed: $0, options: Self.options(steps: 40)) }
+        let reports = ProgressReports()
+        let together = try SimulationRun.run(seeds: seeds, options: Self.options(steps: 40), jobs: 2) { done, _ in reports.done.withLock { $0.append(done) } }
+        #expect(together.map(\.seed) == seeds)
+        #expect(together.map(\.eventLogHash) == alone.map(\.eventLogHash))
+        #expect(together.map(\.wireDigest) == alone.map(\.wireDigest))
+        #expect(together.map(\.operations) == alone.map(\.operations))
+        // Progress is told once per run, in order, one call at a time.
+        #expect(reports.done.withLock { $0 } == [1, 2, 3])
+    }
 
     @Test func theSameSeedReplaysTheSameRunBitForBit() throws {
         let first = try SimulationRun.run(seed: 11, options: Self.options())
@@ -552,4 +566,9 @@ import TestSupport
         simulation.oracle.check(simulation.devices.map { ($0.name, $0.replica) }, namespaces: simulation.namespaces)
         #expect(simulation.oracle.resurrections == 1, "\(simulation.oracle.findings)")
     }
+}
+
+/// What a run of several seeds told its progress callback.
+private final class ProgressReports: Sendable {
+    let done = Mutex<[Int]>([])
 }
