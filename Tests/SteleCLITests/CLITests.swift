@@ -123,6 +123,15 @@ import TestSupport
         #expect(!FileManager.default.fileExists(atPath: path))
     }
 
+    @Test func inspectOfAFolderSaysItIsAFolder() throws {
+        let directory = try TemporaryDirectory()
+        let run = try Self.stele("inspect", directory.path)
+        #expect(run.status == 2)
+        #expect(run.error.contains("\(directory.path) is a folder, not a Stele store"), "\(run.error)")
+        #expect(run.error.split(separator: "\n").count == 1)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
+    }
+
     @Test func inspectOfAForeignFileIsRefusedAndTheFileIsUntouched() throws {
         let directory = try TemporaryDirectory()
         let sqlitePath = directory.file("other.db")

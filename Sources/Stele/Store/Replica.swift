@@ -186,6 +186,10 @@ public final class Replica {
     public static func open(
         at path: String, account: AccountID? = nil, device: DeviceID? = nil, options: Options = Options()
     ) throws -> Replica {
+        var isFolder: ObjCBool = false
+        if path != ":memory:", FileManager.default.fileExists(atPath: path, isDirectory: &isFolder), isFolder.boolValue {
+            throw ReplicaError(.notAStore, "\(path) is a folder, not a Stele store; name the store file inside it")
+        }
         guard path != ":memory:", fileHasContent(path) else {
             throw ReplicaError(.storeMissing, "no Stele store at \(path); check the path, or create the store first")
         }
