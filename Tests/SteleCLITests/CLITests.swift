@@ -270,6 +270,29 @@ import TestSupport
         #expect(try Self.stele("scenario", good, "--seed", "-1").status == 2)
     }
 
+    @Test func scenarioTracesWithoutHeartbeatsAndFiltersByDeviceAndKind() throws {
+        let directory = try TemporaryDirectory()
+        let file = try Self.scenarioFile(directory, "trace.scenario", "fleet a b\nnamespace n causal\na put n k \"1\"\nsync\nadvance 90s\nexpect all n k = \"1\"\n")
+        let lines = { (run: Run) in run.output.split(separator: "\n").filter { $0.contains(" s  ") } }
+        let all = try Self.stele("scenario", file, "--trace-all")
+        #expect(all.status == 0, "\(all.error)")
+        #expect(lines(all).contains { $0.contains(" inSync") }, "the periodic advertisements should show: \(all.output)")
+        let trace = try Self.stele("scenario", file, "--trace")
+        #expect(trace.status == 0)
+        #expect(!lines(trace).isEmpty && !lines(trace).contains { $0.contains(" inSync") }, "\(trace.output)")
+        #expect(lines(trace).count < lines(all).count)
+        let onlyB = try Self.stele("scenario", file, "--trace-all", "--trace-device", "b")
+        #expect(!lines(onlyB).isEmpty && lines(onlyB).allSatisfy { $0.contains("  b  ") }, "\(onlyB.output)")
+        let sessions = try Self.stele("scenario", file, "--trace-kind", "sessionStarted")
+        #expect(!lines(sessions).isEmpty && lines(sessions).allSatisfy { $0.contains("  sessionStarted") }, "\(sessions.output)")
+        let nobody = try Self.stele("scenario", file, "--trace-device", "zed")
+        #expect(nobody.status == 0 && lines(nobody).isEmpty)
+        #expect(nobody.error.contains("has no device of that name"), "\(nobody.error)")
+        let typo = try Self.stele("scenario", file, "--trace-kind", "sessionStrated")
+        #expect(typo.status == 2)
+        #expect(typo.error.contains("did you mean"), "\(typo.error)")
+    }
+
     @Test func simulateSummarizesAndReplaysASeed() throws {
         let directory = try TemporaryDirectory()
         let report = directory.file("timeline.svg")

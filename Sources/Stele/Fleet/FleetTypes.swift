@@ -156,7 +156,7 @@ public enum FleetTimer: Sendable, Hashable {
 
 /// A notable event, reported through ``FleetOutput/log(_:)``.
 public struct FleetEvent: Sendable, Equatable, CustomStringConvertible {
-    public enum Kind: Sendable, Equatable {
+    public enum Kind: Sendable, Equatable, CaseIterable {
         /// Bytes that did not decode; nothing changed.
         case rejectedFrame
         /// A frame from a device that is not on the roster (or revoked from it); nothing changed.
