@@ -15,6 +15,9 @@ enum BenchCommand {
             throw UsageError(message: message + " (known: \(BenchmarkSuite.figureNames.joined(separator: ", ")))", usage: usage)
         }
         let json = parsed.has("--json")
+        if isDebugBuild {
+            printError("stele bench: this is a debug build; its figures are not comparable with anyone's. Build with swift build -c release and run .build/release/stele bench")
+        }
         let figures = try BenchmarkSuite.run(scale: parsed.has("--quick") ? .quick : .full, filters: parsed.positionals) { names in
             printError("running \(names.joined(separator: ", ")) ...")
         }
@@ -33,6 +36,16 @@ enum BenchCommand {
                     ]
                 }, numeric: [1, 3, 4]))
         if parsed.has("--quick") { print("\n(--quick: a tenth of the work; report full runs, not these)") }
+        if isDebugBuild { print("\n(a debug build: none of these figures is comparable; run a release build's stele bench)") }
+    }
+
+    /// Whether this binary was built without `-c release` (its figures measure the debug checks).
+    static var isDebugBuild: Bool {
+        #if DEBUG
+            true
+        #else
+            false
+        #endif
     }
 
     private static func format(_ value: Double) -> String {
