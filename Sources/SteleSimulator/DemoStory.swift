@@ -1,3 +1,4 @@
+import Foundation
 import Stele
 
 /// `stele demo`: a narrated, deterministic story on three devices of one account
@@ -13,8 +14,14 @@ public struct DemoStory {
     }
     private let recoveries = Recoveries()
 
-    public init(seed: UInt64 = 2_026, say: @escaping (String) -> Void) throws {
+    /// Where the devices' stores are copied at the end (`stele demo --keep DIR`), or `nil`.
+    private let keep: String?
+
+    /// - Parameter keep: a folder to copy the three devices' stores into at the end,
+    ///   for `stele inspect` (made if missing; a store already there is replaced).
+    public init(seed: UInt64 = 2_026, keep: String? = nil, say: @escaping (String) -> Void) throws {
         self.say = say
+        self.keep = keep
         simulation = try Simulation(seed: seed)
         let recoveries = recoveries
         simulation.onEvent = { device, event in
@@ -84,13 +91,22 @@ public struct DemoStory {
         try simulation.setOnline("tablet", false)
         simulation.perform("phone", .delete(namespace: "notes", key: "old-plan"))
         try sync("phone and laptop agree; the tablet hears nothing")
-        simulation.advance(byMilliseconds: 7 * 86_400_000)
-        event("all week the phone keeps its tombstone (\(try tombstones("phone")) held): collection waits for \(try blockers("phone")), no timer guesses")
+        // A day at a time, so the week is seen to pass (every 30 s the phone and the laptop advertise).
+        for day in 1...7 {
+            simulation.advance(byMilliseconds: 86_400_000)
+            if day == 1 || day == 7 {
+                event("day \(day) of 7 in the drawer: the phone holds \(try tombstones("phone")) tombstone (the record that old-plan was deleted), waiting for \(try blockers("phone"))")
+            } else {
+                event("day \(day) of 7 in the drawer")
+            }
+        }
+        event("all week the phone kept its tombstone: collection waits for \(try blockers("phone")), no timer guesses")
         event("a week later the tablet wakes up, still holding old-plan=\(try show("tablet", "old-plan"))")
         try simulation.setOnline("tablet", true)
         try sync("the tablet's stale copy meets the tombstone")
         event("tablet shows old-plan=\(try show("tablet", "old-plan")); phone shows \(try show("phone", "old-plan")): it stayed deleted")
-        event("every device has seen it: the barrier wrote the anchor and collected (generation \(try generation("phone")), \(try tombstones("phone")) tombstones held)")
+        event("every device has seen it, so the barrier (a round in which every device confirms what it holds) wrote the anchor")
+        event("(the fleet's agreed state, sealed, kept outside the devices) and collected: generation \(try generation("phone")) (one more per collection), \(try tombstones("phone")) tombstones held")
 
         say("\n3. Offline at the same time, the laptop deletes groceries while the phone edits it.")
         try simulation.partition([["phone"], ["laptop", "tablet"]])
@@ -100,7 +116,8 @@ public struct DemoStory {
         simulation.heal()
         try sync("the delete never saw the edit")
         let conflicts = simulation.devices.filter { !$0.conflicts.isEmpty }.map(\.name)
-        event("every device shows groceries=\(try show("laptop", "groceries")): add-wins; conflict reported on \(conflicts.joined(separator: ", "))")
+        event("every device shows groceries=\(try show("laptop", "groceries")): add-wins (an edit the delete never saw survives it);")
+        event("each device tells its app of the conflict: \(conflicts.joined(separator: ", "))")
 
         say("\n4. The tablet is restored from Monday's backup, from before old-plan was deleted.")
         try simulation.restore("tablet", from: "tablet-monday")
@@ -109,6 +126,8 @@ public struct DemoStory {
         event("the tablet writes a new note, packing, after the restore")
         try sync("the restored tablet meets the fleet")
         event("the anchor caught it: \(recovery("tablet"))")
+        event("(imported: the fleet's records from the anchor; kept: what the tablet wrote after the restore;")
+        event(" dropped: its Monday copies of what the fleet has since deleted or changed, old-plan and groceries)")
         event("tablet shows old-plan=\(try show("tablet", "old-plan")), groceries=\(try show("tablet", "groceries")); phone shows packing=\(try show("phone", "packing"))")
 
         say("\n5. A conversation in the memory log is deleted on the phone while the laptop sleeps.")
@@ -126,9 +145,21 @@ public struct DemoStory {
         // The verdict is the oracle's over the whole fleet, settled: a check that cannot run fails the story.
         try simulation.checkOracle()
         let oracle = simulation.oracle
-        say("\nVerdict: after \(simulation.statistics.operations) writes, the oracle checked every device \(oracle.checks) times and counts \(oracle.resurrections) resurrections and \(oracle.lostWrites) lost writes.")
+        say("\nVerdict: after \(simulation.statistics.operations) writes, the oracle (a checker that knows every write and every delete) checked")
+        say("every device \(oracle.checks) times and counts \(oracle.resurrections) resurrections and \(oracle.lostWrites) lost writes.")
         for finding in oracle.findings { say("  \(finding)") }
         say("Tombstones retained: \(simulation.totalTombstones()), at generation \(try generation("phone")): collected with a proof, never on a timer.")
+        if let keep {
+            try FileManager.default.createDirectory(atPath: keep, withIntermediateDirectories: true)
+            for name in ["phone", "laptop", "tablet"] {
+                let path = (keep as NSString).appendingPathComponent("\(name).stele")
+                for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+                try simulation.device(name)?.replica.backup(to: path)
+            }
+            say("\nThe three stores are in \(keep): stele inspect \((keep as NSString).appendingPathComponent("phone.stele"))")
+        }
+        say("\nNext: stele demo --hub (the same kind of story with a real hub and device processes),")
+        say("stele simulate --seeds 20 (randomized fleets with every fault), or the README's \"Using the library\".")
         return oracle.resurrections == 0 && oracle.lostWrites == 0 && oracle.unreadable == 0
     }
 }

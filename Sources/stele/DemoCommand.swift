@@ -5,13 +5,15 @@ import SteleSimulator
 /// found a resurrection or a lost write. `stele demo --hub`: ``HubDemo``, with
 /// real processes.
 enum DemoCommand {
-    static let usage = "usage: stele demo [--seed N] | stele demo --hub   (--hub: the same kind of story with a real hub and device processes)"
+    static let usage = "usage: stele demo [--seed N] [--keep DIR] | stele demo --hub   (--keep: the devices' stores for stele inspect; --hub: the same kind of story with a real hub and device processes)"
 
     static func run(_ arguments: [String]) throws {
-        let parsed = try ParsedArguments(arguments, flags: ["--hub"], options: ["--seed"], usage: usage)
+        let parsed = try ParsedArguments(arguments, flags: ["--hub"], options: ["--seed", "--keep"], usage: usage)
         guard parsed.positionals.isEmpty else { throw UsageError(message: "demo takes no arguments", usage: usage) }
         if parsed.has("--hub") {
-            guard parsed.options["--seed"] == nil else { throw UsageError(message: "--seed is for the simulated story; --hub runs real processes", usage: usage) }
+            guard parsed.options["--seed"] == nil, parsed.options["--keep"] == nil else {
+                throw UsageError(message: "--seed and --keep are for the simulated story; --hub runs real processes", usage: usage)
+            }
             var demo = try HubDemo(say: { line in
                 print(line)
                 fflush(nil)
@@ -24,7 +26,22 @@ enum DemoCommand {
             guard let value = UInt64(text) else { throw UsageError(message: "--seed needs a whole number, got \(text)", usage: usage) }
             seed = value
         }
-        guard try DemoStory(seed: seed, say: { print($0) }).tell() else {
+        let keep = parsed.options["--keep"]
+        if let keep {
+            var isFolder: ObjCBool = false
+            if FileManager.default.fileExists(atPath: keep, isDirectory: &isFolder), !isFolder.boolValue {
+                throw InputError(message: "--keep \(keep): that is a file; name a folder (it is made if missing)")
+            }
+        }
+        guard
+            try DemoStory(
+                seed: seed, keep: keep,
+                say: { line in
+                    print(line)
+                    fflush(nil)
+                }
+            ).tell()
+        else {
             throw InputError(message: "the oracle found a broken guarantee; report this run with its seed \(seed)")
         }
     }

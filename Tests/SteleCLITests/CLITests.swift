@@ -205,7 +205,26 @@ import TestSupport
         #expect(run.output.contains("every device shows groceries=\"milk, eggs\""))
         #expect(run.output.contains("phone shows packing=\"passport\""))
         #expect(run.output.contains("counts 0 resurrections and 0 lost writes"))
+        // The week is seen to pass, and the story ends with what to try next.
+        #expect((1...7).allSatisfy { run.output.contains("day \($0) of 7 in the drawer") })
+        #expect(run.output.contains("Next: stele demo --hub"))
         #expect(try Self.stele("demo", "--seed", "x").status == 2)
+        #expect(try Self.stele("demo", "--hub", "--keep", "somewhere").status == 2)
+
+        // --keep leaves the three stores for stele inspect.
+        let directory = try TemporaryDirectory()
+        let folder = directory.file("stores")
+        let kept = try Self.stele("demo", "--keep", folder)
+        #expect(kept.status == 0, "\(kept.error)")
+        #expect(kept.output.contains("stele inspect \(folder)/phone.stele"))
+        let inspect = try Self.stele("inspect", folder + "/tablet.stele")
+        #expect(inspect.status == 0, "\(inspect.error)")
+        #expect(inspect.output.contains("packing") || inspect.output.contains("notes"), "\(inspect.output)")
+        // A file where the folder should be is refused before the story runs.
+        let file = directory.file("a-file")
+        #expect(FileManager.default.createFile(atPath: file, contents: Data("x".utf8)))
+        let refused = try Self.stele("demo", "--keep", file)
+        #expect(refused.status == 2 && refused.error.contains("that is a file"), "\(refused.error)")
     }
 
     /// The suite's JSON shape and fixed names (speed itself is never asserted).
