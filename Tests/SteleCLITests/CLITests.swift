@@ -67,6 +67,32 @@ import TestSupport
         #expect(fileBytes(path) == before)
     }
 
+    @Test func inspectListsTheLiveKeysOfANamespace() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("device.stele")
+        do {
+            let replica = try Self.makeStore(path)
+            try replica.messages("chat").post("m1", body: "hello".bytes, author: "ana")
+        }
+        let before = fileBytes(path)
+        let notes = try Self.stele("inspect", path, "--keys", "notes")
+        #expect(notes.status == 0, "\(notes.error)")
+        // b is live; a was deleted.
+        #expect(Self.row("b", in: notes.output) == "1 bytes")
+        #expect(Self.row("a", in: notes.output) == nil)
+        let memory = try Self.stele("inspect", path, "--keys", "memory")
+        #expect(memory.output.contains("group c1, 2 bytes"), "\(memory.output)")
+        let chat = try Self.stele("inspect", path, "--keys", "chat", "--json")
+        let entries = try #require(try JSONSerialization.jsonObject(with: Data(chat.output.utf8)) as? [[String: Any]])
+        #expect(entries.map { $0["key"] as? String } == ["m1"])
+        #expect(entries.first?["detail"] as? String == "by ana, 5 bytes")
+        let typo = try Self.stele("inspect", path, "--keys", "ntoes")
+        #expect(typo.status == 2)
+        #expect(typo.error.contains("declares no namespace ntoes") && typo.error.contains("did you mean 'notes'?"), "\(typo.error)")
+        #expect(try Self.stele("inspect", path, "--keys").status == 2)
+        #expect(fileBytes(path) == before)
+    }
+
     /// The value column of the table row named `key`.
     static func row(_ key: String, in output: String) -> String? {
         output.split(separator: "\n").first { $0.hasPrefix(key + " ") }.map { String($0.dropFirst(key.count)).trimmingCharacters(in: .whitespaces) }
