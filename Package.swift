@@ -8,6 +8,8 @@ let package = Package(
     products: [
         .library(name: "Stele", targets: ["Stele"]),
         .library(name: "SteleSQL", targets: ["SteleSQL"]),
+        // The simulator, for apps that write their own sync stories as tests (README "Telling a sync story").
+        .library(name: "SteleSimulator", targets: ["SteleSimulator"]),
         .executable(name: "stele", targets: ["stele"]),
         .executable(name: "stele-hub", targets: ["stele-hub"]),
     ],
