@@ -50,6 +50,13 @@ extension Simulation {
         }
     }
 
+    /// Adds the tombstones retained now to the timeline, when it counts them
+    /// (``recordsTombstoneCounts``): the healed phase, until they are collected.
+    func noteTombstones() {
+        guard recordsTombstoneCounts else { return }
+        timeline.append(TimelineEntry(time: now, device: nil, kind: .tombstones(totalTombstones())))
+    }
+
     /// Tombstones retained across the online devices' stores.
     public func totalTombstones() -> Int {
         observing {

@@ -245,6 +245,7 @@ public struct SimulationRun {
             // tombstone within the bound, and nothing may come back once it has.
             let start = simulation.now
             while simulation.totalTombstones() > 0 && simulation.now - start < options.collectionBoundMilliseconds {
+                simulation.noteTombstones()
                 simulation.advance(byMilliseconds: 60_000)
                 transcript += [Statement.advance(60_000), .sync].map(\.description)
                 if let moving = simulation.sync(limitMilliseconds: options.convergenceBoundMilliseconds) {
@@ -253,6 +254,7 @@ public struct SimulationRun {
                     break
                 }
             }
+            simulation.noteTombstones()
             if simulation.totalTombstones() == 0 {
                 outcome.collectionMilliseconds = simulation.now - start
                 transcript += simulation.devices.map { Statement.expect(.tombstones(device: $0.name, namespace: nil, count: 0)).description }

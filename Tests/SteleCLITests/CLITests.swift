@@ -356,6 +356,7 @@ import TestSupport
         let svg = try String(contentsOfFile: report, encoding: .utf8)
         #expect(svg.hasPrefix("<svg"))
         #expect(svg.contains("d0"))
+        #expect(svg.contains("virtual time") && svg.contains("none once revoked"), "the axis and the whole legend")
 
         let json = try Self.stele("simulate", "--seed", "3", "--steps", "40", "--json")
         let again = try Self.stele("simulate", "--seed", "3", "--steps", "40", "--json")

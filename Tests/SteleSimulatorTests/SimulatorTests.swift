@@ -74,6 +74,30 @@ import TestSupport
         #expect(reports.done.withLock { $0 } == [1, 2, 3])
     }
 
+    @Test func theReportDrawsARevokedDeviceAsRemovedAndTombstonesUntilTheEnd() throws {
+        var outcome = SimulationRun.Outcome(seed: 1)
+        outcome.devices = ["d0", "d1"]
+        outcome.endTime = 3_600_000
+        outcome.timeline = [
+            TimelineEntry(time: 0, device: "d0", kind: .joined), TimelineEntry(time: 0, device: "d1", kind: .joined),
+            TimelineEntry(time: 600_000, device: "d1", kind: .revoked),
+            TimelineEntry(time: 60_000, device: "d0", kind: .tombstones(3)), TimelineEntry(time: 1_800_000, device: nil, kind: .tombstones(0)),
+        ]
+        let svg = TimelineReport.svg(outcome)
+        // d0's lane runs to the end; d1's stops at its revocation, marked, with no grey bar after it.
+        let bars = svg.split(separator: "\n").filter { $0.hasPrefix("<rect x=") && $0.contains("height=\"16\"") }
+        #expect(bars.count == 2, "\(bars)")
+        #expect(svg.contains("<title>revoked</title>"))
+        #expect(!bars.contains { $0.contains("#c7c7c7") }, "a revoked device is not drawn as offline")
+        // The tombstone line holds each count until the next, the last to the end of the run.
+        let line = try #require(svg.split(separator: "\n").first { $0.hasPrefix("<polyline") })
+        #expect(line.split(separator: " ").filter { $0.contains(",") }.count == 4)
+        // Ticks every 10 minutes of an hour-long run, labelled.
+        #expect(TimelineReport.tickInterval(for: 3_600_000) == 600_000)
+        #expect(svg.contains(">10 min<") && svg.contains(">1 h<"))
+        #expect(TimelineReport.label(86_400_000) == "1 d" && TimelineReport.label(5_000) == "5 s")
+    }
+
     @Test func theSameSeedReplaysTheSameRunBitForBit() throws {
         let first = try SimulationRun.run(seed: 11, options: Self.options())
         let second = try SimulationRun.run(seed: 11, options: Self.options())
