@@ -224,7 +224,10 @@ public struct MessageNamespace {
                 current = (message, try row.optionalBlob(1).map { try Self.owedIDs($0, message: message, in: name) }, [])
             }
             if let owing = current?.owing {
-                guard let id = try? MessageOpID(bytes: row.blob(2)), owing.contains(id) else { return }
+                guard let id = try? MessageOpID(bytes: row.blob(2)) else {
+                    throw ReplicaError(.corrupt, "an op of message \(message) in \(name) has a malformed id; the file is damaged")
+                }
+                guard owing.contains(id) else { return }
             }
             current?.ops.append(try op(of: message, from: row, at: 2))
         }
