@@ -43,7 +43,7 @@ enum SimulatorBenchmark {
         let cores = ProcessInfo.processInfo.activeProcessorCount
         var together = 0
         let parallel = try Stopwatch.time {
-            let outcomes = try SimulationRun.run(seeds: (0..<UInt64(max(runs, 2 * cores))).map { $0 }, options: options, jobs: cores)
+            let outcomes = try SimulationRun.run(seeds: Array(0..<UInt64(max(runs, 2 * cores))), options: options, jobs: cores)
             together = outcomes.reduce(0) { $0 + $1.operations }
         }
         return [

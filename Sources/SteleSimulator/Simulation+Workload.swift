@@ -28,8 +28,7 @@ extension Simulation {
             if operation.isDelete { statistics.deletes += 1 }
             // The driver hears of the write from the replica's change feed.
             hasher.add("op", now, device.id, device.id, operation.hashValueStable)
-            // Counting reads every store: only for a report that draws the line.
-            if recordsTombstoneCounts { timeline.append(TimelineEntry(time: now, device: name, kind: .tombstones(totalTombstones()))) }
+            noteTombstones(device: name)
             return true
         } catch {
             failedOperations += 1
@@ -50,11 +49,12 @@ extension Simulation {
         }
     }
 
-    /// Adds the tombstones retained now to the timeline, when it counts them
-    /// (``recordsTombstoneCounts``): the healed phase, until they are collected.
-    func noteTombstones() {
+    /// Adds the tombstones retained now to the timeline (after `device`'s write, or
+    /// in the healed phase until they are collected), when it counts them
+    /// (``recordsTombstoneCounts``: counting reads every store, only for a report).
+    func noteTombstones(device: String? = nil) {
         guard recordsTombstoneCounts else { return }
-        timeline.append(TimelineEntry(time: now, device: nil, kind: .tombstones(totalTombstones())))
+        timeline.append(TimelineEntry(time: now, device: device, kind: .tombstones(totalTombstones())))
     }
 
     /// Tombstones retained across the online devices' stores.

@@ -12,11 +12,18 @@ extension SimulationRun {
     public static func run(
         seeds: [UInt64], options: Options, jobs: Int, progress: @escaping @Sendable (_ done: Int, _ failed: Int) -> Void = { _, _ in }
     ) throws -> [Outcome] {
+        try run(seeds: seeds, jobs: jobs, progress: progress) { try run(seed: $0, options: options) }
+    }
+
+    /// The same with what each seed runs given (the tests' seam: a run that throws).
+    static func run(
+        seeds: [UInt64], jobs: Int, progress: @escaping @Sendable (_ done: Int, _ failed: Int) -> Void, _ body: @Sendable (UInt64) throws -> Outcome
+    ) throws -> [Outcome] {
         let shared = Jobs(count: seeds.count)
         DispatchQueue.concurrentPerform(iterations: max(1, min(jobs, seeds.count))) { _ in
             while let index = shared.take() {
                 do {
-                    shared.finish(index, with: try run(seed: seeds[index], options: options), progress: progress)
+                    shared.finish(index, with: try body(seeds[index]), progress: progress)
                 } catch {
                     shared.fail(error)
                     return

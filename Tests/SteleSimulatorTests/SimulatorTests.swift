@@ -72,6 +72,18 @@ import TestSupport
         #expect(together.map(\.operations) == alone.map(\.operations))
         // Progress is told once per run, in order, one call at a time.
         #expect(reports.done.withLock { $0 } == [1, 2, 3])
+
+        // A run that throws: its error is the answer, and no run starts after it.
+        struct Broken: Error {}
+        let started = ProgressReports()
+        #expect(throws: Broken.self) {
+            try SimulationRun.run(seeds: Array(1...20), jobs: 1, progress: { _, _ in }) { seed in
+                started.done.withLock { $0.append(Int(seed)) }
+                if seed == 3 { throw Broken() }
+                return SimulationRun.Outcome(seed: seed)
+            }
+        }
+        #expect(started.done.withLock { $0 } == [1, 2, 3])
     }
 
     @Test func theReportDrawsARevokedDeviceAsRemovedAndTombstonesUntilTheEnd() throws {

@@ -70,7 +70,7 @@ enum Compression {
 ///
 /// `@unchecked Sendable`: the pool hands a stream to one caller at a time (under
 /// its lock), which alone uses it until it puts it back.
-private final class DeflateStream: @unchecked Sendable {
+private final class DeflateStream: @unchecked Sendable {  // safe: the pool hands a stream to one caller at a time, which alone uses it until it puts it back (above)
     let stream = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
     let isReady: Bool
 
