@@ -5,6 +5,9 @@ import PackageDescription
 // Only the toolchain and Debian C libraries; no outside Swift packages.
 let package = Package(
     name: "Stele",
+    // Apple platforms take CryptoKit and the SDK's SQLite and zlib (README "Platforms");
+    // Synchronization's Mutex sets the floor.
+    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
     products: [
         .library(name: "Stele", targets: ["Stele"]),
         .library(name: "SteleSQL", targets: ["SteleSQL"]),
@@ -41,7 +44,10 @@ let package = Package(
             providers: [.apt(["libmicrohttpd-dev"])]
         ),
         .target(name: "SteleSQL", dependencies: ["CSQLite"]),
-        .target(name: "Stele", dependencies: ["SteleSQL", "CCrypto", "CZlib"]),
+        // libcrypto where CryptoKit is missing; CryptoKit on Apple platforms (Sources/Stele/Crypto).
+        .target(
+            name: "Stele",
+            dependencies: ["SteleSQL", .target(name: "CCrypto", condition: .when(platforms: [.linux, .android, .windows, .openbsd])), "CZlib"]),
         .target(name: "SteleSimulator", dependencies: ["Stele", "SteleSQL", "SteleHub"]),
         .target(name: "SteleBench", dependencies: ["Stele", "SteleSQL", "SteleSimulator"]),
         .executableTarget(name: "stele", dependencies: ["Stele", "SteleSimulator", "SteleBench"]),

@@ -1,5 +1,11 @@
 import CSQLite
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// How a statement is found in the cache without hashing its text.
 enum StatementKey: Hashable {
     case literal(UInt)
@@ -14,7 +20,8 @@ enum StatementKey: Hashable {
 public final class Connection {
     /// How to open the file.
     public enum OpenMode: Sendable {
-        /// Read only; the file must exist. Nothing is written to it.
+        /// Read only; the file must exist. Nothing is written to it, and nothing
+        /// is left beside it that was not there (``opensLeavingNoFiles(_:)``).
         case readOnly
         /// Read and write; the file must exist.
         case readWrite
@@ -86,6 +93,9 @@ public final class Connection {
         let code: Int32
         if let forced = faults?.intercept(SQLiteCall(operation: .open, sql: nil)) {
             code = forced.rawValue
+        } else if mode == .readOnly, let quiet = Self.opensLeavingNoFiles(path) {
+            opened = quiet
+            code = SQLITE_OK
         } else {
             code = sqlite3_open_v2(path, &opened, flags, nil)
         }
@@ -99,6 +109,35 @@ public final class Connection {
         if let configuration {
             try configure(configuration)
         }
+    }
+
+    /// A reader of a WAL file makes its `-wal` and `-shm` files when they are
+    /// missing, and a connection opened read-only cannot remove them when it
+    /// closes: `stele inspect` left both beside a store that had none. When they
+    /// are missing (no connection has the file open, and no write waits in a WAL
+    /// to be checkpointed, nor in a rollback journal to be rolled back) and the
+    /// file and its folder are writable, the file is
+    /// opened read-write with `query_only` on instead: no statement can write,
+    /// there is nothing to checkpoint, and SQLite removes both files when the
+    /// last connection closes, as for any writer (and leaves them while another
+    /// connection still uses them). Otherwise `nil`: a plain read-only open.
+    private static func opensLeavingNoFiles(_ path: String) -> OpaquePointer? {
+        guard !path.isEmpty, path != ":memory:", !path.hasPrefix("file:"), access(path + "-wal", F_OK) != 0, access(path + "-journal", F_OK) != 0,
+            access(path, W_OK) == 0, access(folder(of: path), W_OK) == 0
+        else { return nil }
+        var opened: OpaquePointer?
+        guard sqlite3_open_v2(path, &opened, SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE | SQLITE_OPEN_READWRITE, nil) == SQLITE_OK, let opened,
+            sqlite3_exec(opened, "PRAGMA query_only=1", nil, nil, nil) == SQLITE_OK
+        else {
+            sqlite3_close_v2(opened)
+            return nil
+        }
+        return opened
+    }
+
+    private static func folder(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
     }
 
     deinit {

@@ -55,6 +55,8 @@ import TestSupport
         let path = directory.file("device.stele")
         _ = try Self.makeStore(path)
         let before = fileBytes(path)
+        let beside = [path + "-wal", path + "-shm"]
+        #expect(beside.allSatisfy { !FileManager.default.fileExists(atPath: $0) }, "the store was left open")
         let run = try Self.stele("inspect", path)
         #expect(run.status == 0, "\(run.error)")
         #expect(run.output.contains(Fixtures.account().hex))
@@ -65,6 +67,8 @@ import TestSupport
         let notesLine = try #require(run.output.split(separator: "\n").first { $0.hasPrefix("notes") })
         #expect(notesLine.split(separator: " ").map(String.init).prefix(4) == ["notes", "causal", "1", "1"])
         #expect(fileBytes(path) == before)
+        // Reading leaves nothing beside the store that was not there.
+        #expect(beside.allSatisfy { !FileManager.default.fileExists(atPath: $0) }, "inspect left the WAL files behind")
     }
 
     @Test func inspectListsTheLiveKeysOfANamespace() throws {

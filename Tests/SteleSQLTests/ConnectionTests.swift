@@ -69,6 +69,43 @@ import TestSupport
         #expect(!FileManager.default.fileExists(atPath: path))
     }
 
+    @Test func aReadOnlyOpenWritesNothingAndLeavesNoFilesBesideTheDatabase() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("store.db")
+        let beside = [path + "-wal", path + "-shm"]
+        func present() -> [Bool] { beside.map { FileManager.default.fileExists(atPath: $0) } }
+        do {
+            let writer = try Connection(path: path)
+            try writer.execute("CREATE TABLE t(x)")
+            try writer.execute("INSERT INTO t VALUES (1)")
+        }
+        #expect(present() == [false, false])
+        let bytes = try #require(FileManager.default.contents(atPath: path))
+        do {
+            let reader = try Connection(path: path, mode: .readOnly, configuration: nil)
+            #expect(try reader.scalarInt("SELECT count(*) FROM t") == 1)
+            #expect(present() == [true, true])  // SQLite's own, while the reader is open
+            #expect { try reader.execute("INSERT INTO t VALUES (2)") } throws: { ($0 as? SQLiteError)?.code.primary == .readOnly }
+        }
+        #expect(present() == [false, false])
+        #expect(FileManager.default.contents(atPath: path) == bytes)
+
+        // While another connection uses the file, its files stay, and go when it closes.
+        do {
+            let other = try Connection(path: path)
+            #expect(try other.scalarInt("SELECT count(*) FROM t") == 1)
+            do {
+                let reader = try Connection(path: path, mode: .readOnly, configuration: nil)
+                try other.execute("INSERT INTO t VALUES (3)")
+                #expect(try reader.scalarInt("SELECT count(*) FROM t") == 2)
+                #expect { try reader.execute("DELETE FROM t") } throws: { ($0 as? SQLiteError)?.code.primary == .readOnly }
+            }
+            #expect(present() == [true, true])
+            #expect(try other.scalarInt("SELECT count(*) FROM t") == 2)
+        }
+        #expect(present() == [false, false])
+    }
+
     @Test func statementsAreCachedBySQLText() throws {
         let connection = try Connection(path: ":memory:")
         let before = connection.cachedStatementCount

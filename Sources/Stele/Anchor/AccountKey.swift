@@ -1,5 +1,3 @@
-import CCrypto
-
 /// The account key (001 §7's BackupKey): 32 random bytes the account's devices
 /// share, which seal the anchor's snapshot and sibling-served snapshots with
 /// AES-256-GCM. It lives outside the replica file, in the device's ``KeyRing``
@@ -18,12 +16,9 @@ public struct AccountKey: Sendable, Equatable {
         self.bytes = Array(bytes)
     }
 
-    /// A fresh key from libcrypto's random generator.
+    /// A fresh key from the backend's cryptographic generator.
     public static func generate() -> AccountKey {
-        var bytes = [UInt8](repeating: 0, count: byteCount)
-        let ok = bytes.withUnsafeMutableBytes { RAND_bytes($0.baseAddress, Int32($0.count)) }
-        precondition(ok == 1, "libcrypto could not produce random bytes")
-        return AccountKey(unchecked: bytes)
+        AccountKey(unchecked: Crypto.randomBytes(byteCount))
     }
 
     private init(unchecked bytes: [UInt8]) { self.bytes = bytes }

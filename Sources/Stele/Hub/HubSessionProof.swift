@@ -16,7 +16,7 @@ public enum HubSessionProof {
     }
 
     /// The device's signature for a session at `timeMilliseconds`.
-    /// - Throws: ``CryptoError`` when libcrypto fails.
+    /// - Throws: ``CryptoError`` when the cryptographic backend fails.
     public static func sign(by identity: DeviceIdentity, account: AccountID, timeMilliseconds: Int64) throws -> [UInt8] {
         try KeyAgreement.sign(statement(account: account, device: identity.deviceID, timeMilliseconds: timeMilliseconds), seed: try identity.signingSeed)
     }

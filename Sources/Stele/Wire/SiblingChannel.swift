@@ -1,12 +1,10 @@
-import CCrypto
-
 /// The sealed, self-account-gated sibling channel (001 §4: "the relay sees
 /// ciphertext it cannot attribute"; DESIGN G6). Every frame between two devices
 /// of an account is sealed so that whatever carries it learns the recipient and
 /// the size, nothing else: the sender, the frame's kind and its content are
 /// inside the ciphertext. SECURITY.md gives the threat model and the argument.
 ///
-/// Construction, from libcrypto primitives only:
+/// Construction, from the backend's primitives only (``CryptoBackend``):
 /// - each ordered pair of devices (A → B) shares a directional key
 ///   `K = HKDF-SHA256(X25519(a, B), salt: account id, info: label ‖ A ‖ B)`;
 ///   only A and B can compute it, the account id binds it to one account and the
@@ -45,7 +43,7 @@ public struct SiblingChannel: Sendable {
     /// A pair's directional key and the tag key derived from it.
     private struct PairKeys: Sendable {
         let frame: [UInt8]
-        /// The tag key, keyed in libcrypto once for every frame of the pair.
+        /// The tag key, keyed once for every frame of the pair.
         let tag: HMACKey
     }
     private static let zeroNonce = [UInt8](repeating: 0, count: Sealing.nonceCount)
@@ -109,7 +107,7 @@ public struct SiblingChannel: Sendable {
 
     /// Seals `frame` for `recipient`, with a salt from the system's
     /// cryptographically secure generator.
-    /// - Throws: ``CryptoError`` when libcrypto fails or the recipient's id is not a usable public key.
+    /// - Throws: ``CryptoError`` when the cryptographic backend fails or the recipient's id is not a usable public key.
     public mutating func seal(_ frame: [UInt8], to recipient: DeviceID) throws -> [UInt8] {
         var system = SystemRandomNumberGenerator()
         return try seal(frame, to: recipient, using: &system)
