@@ -70,7 +70,19 @@ let package = Package(
         .testTarget(name: "SteleCLITests", dependencies: ["stele", "SteleBench", "TestSupport"]),
         // Real `stele` and `stele-hub` processes on loopback: the devices' story end to end.
         .testTarget(name: "SteleEndToEndTests", dependencies: ["stele", "stele-hub", "Stele", "SteleSQL", "TestSupport"]),
+        // The pages stand alone and cannot drift: docs/scenarios.md against the grammar, links, README code quoted from Examples/.
+        .testTarget(name: "DocumentationTests", dependencies: ["SteleSimulator"]),
         .testTarget(name: "SteleHubTests", dependencies: ["SteleHub", "SteleHubPostgres", "SteleHubServer", "stele-hub", "Stele", "SteleSQL", "TestSupport"]),
+        // The examples: each is a package of its own under Examples/ that depends on this one by
+        // path, and is built here too, from the same sources, so one build of Stele compiles them
+        // all (scripts/test runs two of them; the README's Swift blocks are quoted from them).
+        .executableTarget(name: "first-store", dependencies: ["Stele"], path: "Examples/FirstStore/Sources/first-store"),
+        .executableTarget(name: "two-devices", dependencies: ["Stele"], path: "Examples/TwoDevices/Sources/two-devices"),
+        .executableTarget(name: "hub-device", dependencies: ["Stele"], path: "Examples/HubDevices/Sources/hub-device"),
+        .executableTarget(name: "inbox", dependencies: ["Stele"], path: "Examples/Inbox/Sources/inbox"),
+        .executableTarget(name: "ledger-notes", dependencies: ["Stele"], path: "Examples/LedgerNotes/Sources/ledger-notes"),
+        .target(name: "SyncStories", dependencies: ["Stele"], path: "Examples/SyncStoryTests/Sources/SyncStories"),
+        .testTarget(name: "SyncStoryExampleTests", dependencies: ["SyncStories", "SteleSimulator"], path: "Examples/SyncStoryTests/Tests/SyncStoryExampleTests"),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -255,10 +255,9 @@ public struct SimulationRun {
                 }
             }
             simulation.noteTombstones()
-            if simulation.totalTombstones() == 0 {
-                outcome.collectionMilliseconds = simulation.now - start
-                transcript += simulation.devices.map { Statement.expect(.tombstones(device: $0.name, namespace: nil, count: 0)).description }
-            }
+            if simulation.totalTombstones() == 0 { outcome.collectionMilliseconds = simulation.now - start }
+            // What G4 asks, written whether or not it held: a run that failed it replays as a failure.
+            transcript += simulation.devices.map { Statement.expect(.tombstones(device: $0.name, namespace: nil, count: 0)).description }
             if outcome.convergenceMilliseconds != nil { judge("after collecting") }
             transcript += [Statement.expect(.resurrections(0)), .expect(.lostWrites(0))].map(\.description)
         }
@@ -273,9 +272,9 @@ public struct SimulationRun {
                 _ = simulation.sync(limitMilliseconds: options.convergenceBoundMilliseconds)
             }
             let left = owing()
-            if left.isEmpty {
-                transcript += (simulation.devices.map(\.name) + contactNames).map { Statement.expect(.outbox(device: $0, namespace: "chat", count: 0)).description }
-            } else {
+            // Written whether or not it held, as above.
+            transcript += (simulation.devices.map(\.name) + contactNames).map { Statement.expect(.outbox(device: $0, namespace: "chat", count: 0)).description }
+            if !left.isEmpty {
                 outcome.undelivered = true
                 outcome.findings.append(
                     "deliveries still owed after everyone was reachable for \(options.convergenceBoundMilliseconds / 60_000) min: "
@@ -294,6 +293,8 @@ public struct SimulationRun {
             try mirror.heal(simulation) { try run($0) }
             let oracle = hub.oracle
             try oracle.check(hub)
+            // The same judgement in the run's scenario, so that replaying a failed run fails too.
+            transcript.append(Statement.expect(.hub(.clientsAgree)).description)
             outcome.mirrorFailures = oracle.failures
             outcome.mirrorMutations = oracle.appliedCount
             outcome.findings += oracle.findings

@@ -137,6 +137,44 @@ import TestSupport
         #expect(runner.simulation.statistics.frames == outcome.frames)
     }
 
+    /// With hub clients (mirror and ledger), the transcript carries the hub
+    /// clients' judgement too (`expect hub clients agree`) and still replays.
+    @Test func aRunWithHubClientsWritesTheirJudgementIntoItsTranscript() throws {
+        var options = Self.options(devices: 2, steps: 60)
+        options.clients = 2
+        options.ledgerClients = 1
+        let outcome = try SimulationRun.run(seed: 7, options: options)
+        #expect(!outcome.failed, "\(outcome.findings)")
+        #expect(outcome.scenario.contains("\nexpect hub clients agree\n"))
+        // Every judgement of the run is a line of it: G4 and the deliveries too.
+        #expect(outcome.scenario.contains("\nexpect d0 tombstones 0\n"))
+        #expect(outcome.scenario.contains("outbox chat 0\n"))
+        let runner = try ScenarioRunner(scenario: try ScenarioParser.parse(outcome.scenario, file: "transcript"), seed: 7)
+        try runner.run()
+        #expect(runner.simulation.eventLogHash == outcome.eventLogHash)
+    }
+
+    /// `expect hub clients agree` fails when a client reads otherwise than the
+    /// hub: here a put still in its queue, never flushed.
+    @Test func theHubClientsJudgementFailsOnAClientThatReadsOtherwise() throws {
+        let agreeing = """
+            hub
+            client a
+            client b
+            a put mail t1 "hello"
+            a sync
+            b sync
+            expect hub clients agree
+            """
+        try ScenarioRunner(scenario: try ScenarioParser.parse(agreeing, file: "agree"), seed: 1).run()
+        let unflushed = agreeing.replacingOccurrences(of: "b sync\n", with: "b sync\nb put mail t2 \"unsent\"\n")
+        let failure = #expect(throws: ScenarioFailure.self) {
+            try ScenarioRunner(scenario: try ScenarioParser.parse(unflushed, file: "disagree"), seed: 1).run()
+        }
+        #expect(failure?.line == 8)
+        #expect("\(failure.map { "\($0)" } ?? "")".contains("b reads mail unlike the hub"))
+    }
+
     /// The frames themselves, compared byte for byte: two runs of one scenario
     /// under one seed put the very same sealed bytes on the wire and in the
     /// anchor; another seed does not.

@@ -209,6 +209,10 @@ extension ScenarioGrammar {
             build: { .expect(.hub(.horizonHeldBy(client: $0.word(0)))) },
             print: { if case let .expect(.hub(.horizonHeldBy(client))) = $0 { [.word(client)] } else { nil } }),
         StatementForm(
+            "expect", "hub", "clients", "agree",
+            build: { _ in .expect(.hub(.clientsAgree)) },
+            print: { $0 == .expect(.hub(.clientsAgree)) ? [] : nil }),
+        StatementForm(
             "expect", "hub", "warns", .value("TEXT", "a part of a warning"),
             build: { .expect(.hub(.warns($0.word(0)))) },
             print: { if case let .expect(.hub(.warns(text))) = $0 { [.word(text)] } else { nil } }),

@@ -67,6 +67,13 @@ extension ScenarioRunner {
             guard warnings.contains(where: { $0.contains(text) }) else {
                 throw Failure(expected: "a status warning with \"\(text)\"", found: warnings.isEmpty ? "no warning" : warnings.joined(separator: " | "))
             }
+        case .clientsAgree:
+            // The oracle has watched every push and answer since the hub started.
+            let oracle = hub.oracle
+            try oracle.check(hub)
+            guard oracle.failures == 0 else {
+                throw Failure(expected: "every client agreeing with the hub", found: "\(oracle.failures) findings: \(oracle.findings.prefix(3).joined(separator: "; "))")
+            }
         case let .horizonHeldBy(name):
             let found = try hub.horizonHolder()
             guard found == name else { throw Failure(expected: "the horizon held by \(name)", found: found.map { "held by \($0)" } ?? "held by no client") }
@@ -112,7 +119,7 @@ extension ScenarioRunner {
         case let .pushes(name, count):
             let found = client.hub.pushesReceived[name, default: 0]
             guard found == count else { throw Failure(expected: "\(count) pushes from \(name)", found: "\(found)") }
-        case .hubValue, .hubMember, .tombstones, .horizonHeldBy, .warns:
+        case .hubValue, .hubMember, .tombstones, .horizonHeldBy, .warns, .clientsAgree:
             // About the hub alone: checkHub judges them.
             break
         }
@@ -126,7 +133,7 @@ extension HubExpectation {
         case .value(let client, _, _, _), .member(let client, _, _, _, _, _), .group(let client, _, _, _, _, _), .queue(let client, _, _), .pushes(let client, _),
             .conflict(let client, _, _), .halted(let client, _):
             client
-        case .hubValue, .hubMember, .tombstones, .horizonHeldBy, .warns:
+        case .hubValue, .hubMember, .tombstones, .horizonHeldBy, .warns, .clientsAgree:
             nil
         }
     }

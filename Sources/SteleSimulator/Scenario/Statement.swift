@@ -169,6 +169,11 @@ public enum HubExpectation: Sendable, Equatable {
     case horizonHeldBy(client: String)
     /// `expect hub warns "TEXT"`: one of the status endpoint's warnings contains TEXT.
     case warns(String)
+    /// `expect hub clients agree`: the hub's oracle finds nothing, the judgement
+    /// `stele simulate` makes of its hub clients once they are healed (every
+    /// client reads what the hub holds, every rollup matches its records, every
+    /// applied write is reflected or superseded, none applied twice).
+    case clientsAgree
     case conflict(client: String, kind: String, id: String)
     case halted(client: String, Bool)
 }
