@@ -54,7 +54,7 @@ extension HubService {
     /// `GET /v1/accounts/{a}/records/changes?since=H&epoch=E&limit=N&wait=S`.
     func changes(_ account: AccountID, _ request: HubRequest) throws -> HubOutcome {
         let since = try Self.queryInteger(request, "since", default: 0, range: 0...Int64.max)
-        let limit = Int(try Self.queryInteger(request, "limit", default: Int64(configuration.maximumChangesPerPage), range: 1...Int64(configuration.maximumChangesPerPage)))
+        let limit = try pageLimit(request)
         let wait = request.query["wait"] == nil ? nil : try Self.queryInteger(request, "wait", default: 0, range: 0...Int64(configuration.maximumWaitSeconds))
         let page = try transaction(account) { sql in
             let caller = try authenticate(request, account, sql)
@@ -195,7 +195,7 @@ extension HubService {
     /// `GET /v1/accounts/{a}/records/replay?after=TOKEN&limit=N`: every record's
     /// latest version (tombstones included) in (kind, id) order; touches no cursor.
     func replay(_ account: AccountID, _ request: HubRequest) throws -> HubResponse {
-        let limit = Int(try Self.queryInteger(request, "limit", default: Int64(configuration.maximumChangesPerPage), range: 1...Int64(configuration.maximumChangesPerPage)))
+        let limit = try pageLimit(request)
         return try transaction(account) { sql in
             _ = try authenticate(request, account, sql)
             let secret = try replaySecret(sql)
@@ -376,5 +376,15 @@ extension HubService {
                 [.text(account.hex), .text(kind), .integer(flag.boolValue ? 1 : 0)])
             return HubJSON.response(["kind": kind, "appendOnly": flag.boolValue])
         }
+    }
+}
+
+extension HubService {
+    /// A page's `limit`: 1 or more; above the hub's `--max-changes-per-page` it
+    /// is that maximum (the page then says `more`), so a client asking for more
+    /// than an operator allows still pages through everything.
+    func pageLimit(_ request: HubRequest) throws(HubRefusal) -> Int {
+        let asked = try Self.queryInteger(request, "limit", default: Int64(configuration.maximumChangesPerPage), range: 1...Int64.max)
+        return Int(min(asked, Int64(configuration.maximumChangesPerPage)))
     }
 }

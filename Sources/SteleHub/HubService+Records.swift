@@ -619,7 +619,10 @@ extension HubService {
             items = decoded
         }
         guard items.count <= configuration.maximumMutationsPerPush else {
-            throw .badRequest("the field \"mutations\" holds \(items.count) mutations; at most \(configuration.maximumMutationsPerPush) per push")
+            // The limit rides in the body (added), so a client sends smaller pushes instead of failing.
+            throw HubRefusal(
+                400, "bad_request", "the field \"mutations\" holds \(items.count) mutations; at most \(configuration.maximumMutationsPerPush) per push",
+                body: ["maximumMutations": configuration.maximumMutationsPerPush])
         }
         return try items.enumerated().map { index, item throws(HubRefusal) in try mutation(item, at: index, configuration: configuration) }
     }

@@ -28,12 +28,13 @@ public final class HubService: HubHandler {
         public var maximumWaitSeconds = 60
         /// What a full mailbox's `Retry-After` says.
         public var retryAfterSeconds = 5
-        /// Mutations one push may carry, and changes one page of the feed or of replay holds.
+        /// Mutations one push may carry, and changes one page of the feed or of replay holds
+        /// (`--max-mutations-per-push`, `--max-changes-per-page`).
         public var maximumMutationsPerPush = 1_000
         public var maximumChangesPerPage = 1_000
         /// The largest record payload.
         public var maximumRecordBytes = 1 << 20
-        /// How far ahead of the hub's clock a `modifiedAt` may be (`--max-clock-ahead`).
+        /// How far ahead of the hub's clock a `modifiedAt` may be (`stele-hub serve --max-clock-ahead`).
         public var maximumClockAheadSeconds = 3_600
         /// How long a mutation id is remembered (a push retried later than this applies again).
         public var mutationMemorySeconds = 30 * 86_400

@@ -14,6 +14,7 @@ let usage = """
       serve     run the hub: stele-hub serve [--data DIR | --postgres URL [--postgres URL ...]] [--listen HOST:PORT] [--open]
                                             [--tls-cert FILE --tls-key FILE] [--threads N]
                                             [--max-body-bytes N] [--max-frame-bytes N] [--max-mailbox-bytes N]
+                                            [--max-mutations-per-push N] [--max-changes-per-page N] [--max-clock-ahead SECONDS]
                                             [--session-seconds N] [--join-request-seconds N]
                 (--postgres more than once: accounts are sharded over the databases, in the order given;
                  keep that order and number once accounts exist)
@@ -120,7 +121,7 @@ func serve(_ arguments: ArraySlice<String>) throws {
         arguments,
         options: [
             "--data", "--postgres", "--listen", "--tls-cert", "--tls-key", "--threads", "--max-body-bytes", "--max-frame-bytes", "--max-mailbox-bytes",
-            "--session-seconds", "--join-request-seconds",
+            "--session-seconds", "--join-request-seconds", "--max-mutations-per-push", "--max-changes-per-page", "--max-clock-ahead",
         ],
         flags: ["--open"])
     let listen = options.values["--listen"] ?? "127.0.0.1:8420"
@@ -136,6 +137,9 @@ func serve(_ arguments: ArraySlice<String>) throws {
     configuration.maximumBodyBytes = try options.integer("--max-body-bytes", default: configuration.maximumBodyBytes)
     configuration.maximumFrameBytes = try options.integer("--max-frame-bytes", default: configuration.maximumFrameBytes)
     configuration.maximumMailboxBytes = try options.integer("--max-mailbox-bytes", default: configuration.maximumMailboxBytes)
+    configuration.maximumMutationsPerPush = try options.integer("--max-mutations-per-push", default: configuration.maximumMutationsPerPush)
+    configuration.maximumChangesPerPage = try options.integer("--max-changes-per-page", default: configuration.maximumChangesPerPage)
+    configuration.maximumClockAheadSeconds = try options.integer("--max-clock-ahead", default: configuration.maximumClockAheadSeconds)
     configuration.sessionLifetimeSeconds = try options.integer("--session-seconds", default: configuration.sessionLifetimeSeconds)
     configuration.joinRequestLifetimeSeconds = try options.integer("--join-request-seconds", default: configuration.joinRequestLifetimeSeconds)
     var serverConfiguration = HubServer.Configuration()

@@ -391,6 +391,17 @@ import TestSupport
         #expect(command.error.contains("did you mean 'serve'?"))
         #expect(try Self.run(["serve", "--listen", "nowhere"]).status == 2)
         #expect(try Self.run(["serve", "--tls-cert", "/nonexistent"]).status == 2)
+        // Every limit is a flag; a value that is no positive whole number is a usage error.
+        for flag in ["--max-mutations-per-push", "--max-changes-per-page", "--max-clock-ahead"] {
+            let bad = try Self.run(["serve", flag, "0"])
+            #expect(bad.status == 2)
+            #expect(bad.error.contains("\(flag) takes a positive whole number, not '0'"), "\(bad.error)")
+        }
+        let limitsFolder = try TemporaryDirectory("stele-hub-limits")
+        let limited = try HubProcess(["--data", limitsFolder.file("hub"), "--max-mutations-per-push", "2", "--max-changes-per-page", "5", "--max-clock-ahead", "60"])
+        #expect(limited.url.port != nil, "a hub starts with every limit given")
+        limited.process.terminate()
+        limited.process.waitUntilExit()
         #expect(try Self.run([]).status == 2)
         let both = try Self.run(["invite", "--data", "/tmp/x", "--postgres", "postgresql://nowhere"])
         #expect(both.status == 2)

@@ -22,7 +22,7 @@ extension Ledger {
         var taken: [Outbound] = []
         let rows = try connection.query(
             "SELECT mutation, kind, id, op, payload, modified_at FROM ledger_outbox WHERE state = 'pending' AND next_attempt_at <= ? ORDER BY ordinal LIMIT ?",
-            [.integer(now), .integer(Int64(configuration.mutationsPerPush))]
+            [.integer(now), .integer(Int64(min(configuration.mutationsPerPush, hubMutationsPerPush ?? .max)))]
         ) { Outbound(mutation: $0.text(0), kind: $0.text(1), id: $0.text(2), op: $0.text(3), payload: $0.optionalBlob(4), modifiedAt: $0.int64(5)) }
         for row in rows {
             let size = row.payload?.count ?? 0

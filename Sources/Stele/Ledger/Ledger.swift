@@ -55,6 +55,9 @@ public final class Ledger {
     public let path: String
     public let source: any LedgerSource
     public let configuration: Configuration
+    /// The most mutations the hub takes in one push, once it has said so
+    /// (``MirrorStore/hubMutationsPerPush``).
+    public internal(set) var hubMutationsPerPush: Int?
     /// The account and hub this ledger syncs with, recorded in the file.
     public let account: String
     public let hub: String

@@ -29,7 +29,7 @@ extension MirrorStore {
                 """
             // As many as fit in one push's bytes (at least one), in intent order.
             let sizes = try connection.query(
-                due, [.text(configuration.owner), .null, .integer(now), .integer(Int64(configuration.mutationsPerPush))]
+                due, [.text(configuration.owner), .null, .integer(now), .integer(Int64(min(configuration.mutationsPerPush, hubMutationsPerPush ?? .max)))]
             ) { $0.optionalInt64(1) ?? 0 }
             var count = 0
             var bytes: Int64 = 0

@@ -45,6 +45,10 @@ public final class MirrorStore {
 
     public let path: String
     public let configuration: Configuration
+    /// The most mutations the hub takes in one push, once it has said so (a
+    /// `400` carrying `maximumMutations`, from `stele-hub serve
+    /// --max-mutations-per-push`): pushes carry no more from then on.
+    public internal(set) var hubMutationsPerPush: Int?
     let connection: Connection
     /// The client's name in its mutation ids, stored with the file.
     public let clientID: String
