@@ -6,8 +6,9 @@
 ///   platforms, where apps cannot link libcrypto. It mirrors the libcrypto
 ///   backend call for call and must pass the same known-answer tests
 ///   (`CryptoBackendTests`: RFC 7748, RFC 5869, RFC 4231, RFC 8032, NIST GCM,
-///   FIPS 180-2), but no machine of this project can compile it (README,
-///   "Platforms").
+///   FIPS 180-2), but no machine of this project can build it: it is
+///   type-checked against a stub of CryptoKit's API (`scripts/cryptokit-typecheck`;
+///   README, "Platforms").
 ///
 /// The rest of the library never imports either library: it calls
 /// ``Crypto`` (the backend this platform builds), through the types built on

@@ -9,8 +9,9 @@ import Foundation
 /// signatures carry randomness, so they verify everywhere but are not the bytes
 /// RFC 8032 lists (``signsDeterministically`` is false).
 ///
-/// No machine of this project can compile this file (Linux only); keep it as
-/// small as the libcrypto backend and change the two together.
+/// No machine of this project can build this file (Linux only):
+/// `scripts/cryptokit-typecheck` type-checks it against a stub of CryptoKit's
+/// API. Keep it as small as the libcrypto backend and change the two together.
 enum CryptoKitBackend: CryptoBackend {
     typealias Hasher = CryptoKitSHA256
     typealias Running = CryptoKitRunningSHA256
