@@ -25,7 +25,7 @@ extension HubService {
     /// - Throws: `404 not_found` for a path HUB-API does not have.
     static func match(_ path: String) throws(HubRefusal) -> Route {
         let segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
-        func unknown() -> HubRefusal { .notFound("no such path: \(path.prefix(200)); the hub's paths start /v1 (HUB-API.md)") }
+        func unknown() -> HubRefusal { .notFound("no such path: \(path.prefix(200)); the hub's paths start /v1 (docs/hub-api.md)") }
         guard segments.first == "v1" else { throw unknown() }
         let rest = Array(segments.dropFirst())
         switch rest.count {

@@ -23,7 +23,7 @@ let usage = """
                 (the record history gets a new epoch: mirror clients replay and push again what the backup lacks)
       compact   collect now the tombstones every device has pulled past: stele-hub compact [--data DIR | --postgres URL]
                 (serve does it every minute; GET /v1/accounts/{a}/status says which device holds the rest back)
-      bench     the hub's figures: stele-hub bench [--json] [--quick] [--postgres URL] [--only PREFIX]
+      bench     the hub's figures: stele-hub bench [--json] [--quick] [--postgres URL] [--only PREFIX] [--connections N]
     """
 
 /// A usage mistake: printed with the usage, exit status 2.

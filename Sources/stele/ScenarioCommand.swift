@@ -20,7 +20,7 @@ enum ScenarioCommand {
     static let help = """
         \(usage)
 
-        Each line of a scenario is one statement (SCENARIOS.md); # starts a comment.
+        Each line of a scenario is one statement (docs/scenarios.md); # starts a comment.
         Statements:
         \(ScenarioGrammar.usage.split(separator: "\n").map { "  " + $0 }.joined(separator: "\n"))
         """

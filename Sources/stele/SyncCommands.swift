@@ -7,6 +7,9 @@ enum SyncCommands {
     static let syncUsage = "usage: stele sync STORE [--watch] [--timeout DURATION] [--trace] [--keys F] [--hub URL]   (DURATION: 30s, 2m, 500ms; default 30s; --trace: every node event on standard error)"
     static let statusUsage = "usage: stele status STORE [--json] [--keys F] [--hub URL]"
 
+    /// "1 tombstone", "2 tombstones", as the runtime's status says it.
+    static func tombstones(_ count: Int) -> String { "\(count) tombstone\(count == 1 ? "" : "s")" }
+
     /// One pass until in sync with every sibling (exit 0), or until the timeout
     /// (exit 1, saying who is not in sync); with `--watch`, keeps the device
     /// online until SIGINT or SIGTERM.
@@ -80,7 +83,7 @@ enum SyncCommands {
         }
         if status.inSync {
             let siblings = max(0, ((try? files.ring())?.roster?.members.count ?? 1) - 1)
-            print("in sync\(siblings == 0 ? " (no other device yet)" : " with \(siblings) device\(siblings == 1 ? "" : "s")") · generation \(status.collection.generation) · \(status.collection.tombstones.values.reduce(0, +)) tombstones")
+            print("in sync\(siblings == 0 ? " (no other device yet)" : " with \(siblings) device\(siblings == 1 ? "" : "s")") · generation \(status.collection.generation) · \(Self.tombstones(status.collection.tombstones.values.reduce(0, +)))")
             return
         }
         if let error = status.error, error.isFatal {
@@ -215,8 +218,8 @@ enum SyncCommands {
             let number = { (key: String) in (hubStatus[key] as? NSNumber)?.int64Value ?? 0 }
             print("hub history  epoch \(hubStatus["epoch"] as? String ?? "?"), history id \(number("historyId")), \(number("tombstones")) tombstones kept, \(number("tombstonesCollected")) collected")
             if let holder = hubStatus["horizonHeldBy"] as? [String: Any], let device = holder["device"] as? String {
-                let since = (holder["since"] as? NSNumber).map { ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: $0.doubleValue / 1000)) } ?? "never pulled"
-                print("hub horizon  \(number("horizon")), held by \(device.prefix(16))\((holder["name"] as? String).map { " (\($0))" } ?? "") at cursor \((holder["cursor"] as? NSNumber)?.int64Value ?? 0), last pulled \(since)")
+                let since = (holder["since"] as? NSNumber).map { ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: $0.doubleValue / 1000)) }.map { "last pulled \($0)" } ?? "never pulled"
+                print("hub horizon  \(number("horizon")), held by \(device.prefix(16))\((holder["name"] as? String).map { " (\($0))" } ?? "") at cursor \((holder["cursor"] as? NSNumber)?.int64Value ?? 0), \(since)")
             }
             for warning in hubStatus["warnings"] as? [String] ?? [] { print("hub warns    \(warning)") }
         }

@@ -16,7 +16,7 @@ struct Command {
 func main() -> Int32 {
     let commands = [
         Command(name: "demo", summary: "a narrated story: three devices, an offline week, a restore from backup", usage: DemoCommand.usage, run: DemoCommand.run),
-        Command(name: "scenario", summary: "run scenario files (SCENARIOS.md) in the simulator", usage: ScenarioCommand.usage, help: ScenarioCommand.help, run: ScenarioCommand.run),
+        Command(name: "scenario", summary: "run scenario files (docs/scenarios.md) in the simulator", usage: ScenarioCommand.usage, help: ScenarioCommand.help, run: ScenarioCommand.run),
         Command(name: "simulate", summary: "randomized fleets with faults, checked by the oracle; a failure names its seed", usage: SimulateCommand.usage, run: SimulateCommand.run),
         Command(name: "inspect", summary: "show a store's account, device, generation and namespaces (read-only)", usage: InspectCommand.usage, run: InspectCommand.run),
         Command(name: "pending", summary: "list a mirror store's queue of local intent: state, attempts, last error", usage: PendingCommand.usage, run: PendingCommand.run),

@@ -56,7 +56,7 @@ do {
     case "archive" where words.count == 3:
         // Archive: INBOX leaves every message of the thread, so its rollup turns false.
         let changed = try store.removeFromGroup(kind: "mail", group: words[2], set: "labels", member: "INBOX")
-        print("archived     \(words[2]) (\(changed.count) message\(changed.count == 1 ? "" : "s") lose INBOX)")
+        print("archived     \(words[2]) (\(changed.count) message\(changed.count == 1 ? " loses" : "s lose") INBOX)")
     case nil:
         break
     default:
