@@ -45,14 +45,19 @@ enum LibcryptoBackend: CryptoBackend {
     }
 
     static func x25519PublicKey(privateKey: [UInt8]) throws -> [UInt8] {
-        guard let key = EVP_PKEY_new_raw_private_key(EVP_PKEY_X25519, nil, privateKey, privateKey.count) else {
-            throw error("EVP_PKEY_new_raw_private_key")
+        try rawPublicKey(EVP_PKEY_X25519, privateKey: privateKey, named: "X25519")
+    }
+
+    /// The 32-byte public key of a raw 32-byte private key of `type` (X25519, Ed25519).
+    private static func rawPublicKey(_ type: Int32, privateKey: [UInt8], named name: String) throws -> [UInt8] {
+        guard let key = EVP_PKEY_new_raw_private_key(type, nil, privateKey, privateKey.count) else {
+            throw error("EVP_PKEY_new_raw_private_key (\(name))")
         }
         defer { EVP_PKEY_free(key) }
         var publicKey = [UInt8](repeating: 0, count: 32)
         var length = 32
         guard EVP_PKEY_get_raw_public_key(key, &publicKey, &length) == 1, length == 32 else {
-            throw error("EVP_PKEY_get_raw_public_key")
+            throw error("EVP_PKEY_get_raw_public_key (\(name))")
         }
         return publicKey
     }
@@ -94,14 +99,7 @@ enum LibcryptoBackend: CryptoBackend {
     static let signsDeterministically = true
 
     static func ed25519PublicKey(seed: [UInt8]) throws -> [UInt8] {
-        guard let key = EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, nil, seed, seed.count) else {
-            throw error("EVP_PKEY_new_raw_private_key (Ed25519)")
-        }
-        defer { EVP_PKEY_free(key) }
-        var publicKey = [UInt8](repeating: 0, count: 32)
-        var length = 32
-        guard EVP_PKEY_get_raw_public_key(key, &publicKey, &length) == 1, length == 32 else { throw error("EVP_PKEY_get_raw_public_key (Ed25519)") }
-        return publicKey
+        try rawPublicKey(EVP_PKEY_ED25519, privateKey: seed, named: "Ed25519")
     }
 
     static func ed25519Sign(_ message: [UInt8], seed: [UInt8]) throws -> [UInt8] {

@@ -102,12 +102,12 @@ public final class LedgerSync {
             let answered = try ledger.record(
                 answers: parsed.results.map { .init(mutation: $0.mutation, status: $0.status, seq: $0.seq, reason: $0.reason, hubTime: $0.hubTime) })
             return .pushed(gated: 0, retired: answered.applied, conflicts: answered.conflicts, restamped: answered.restamped)
-        case .answer(let answer) where MirrorSync.pushLimit(answer, sent: mutations.count) != nil:
-            // The hub takes fewer per push than were sent: send fewer, and lose no attempt.
-            let limit = MirrorSync.pushLimit(answer, sent: mutations.count) ?? 1
-            ledger.hubMutationsPerPush = limit
-            return .pushFailed(reason: "the hub takes at most \(limit) mutations per push; sending fewer", countsAttempt: false, failedNow: 0, reachable: true)
         case .answer(let answer):
+            if let limit = MirrorSync.pushLimit(answer, sent: mutations.count) {
+                // The hub takes fewer per push than were sent: send fewer, and lose no attempt.
+                ledger.hubMutationsPerPush = limit
+                return .pushFailed(reason: MirrorSync.sendingFewer(limit), countsAttempt: false, failedNow: 0, reachable: true)
+            }
             let message = "the hub answered the push \(answer.status) \(answer.refusal?.code ?? ""): \(answer.refusal?.message ?? "")"
             let failed = try ledger.recordFailure(.failed(message), mutations: mutations)
             return .pushFailed(reason: message, countsAttempt: true, failedNow: failed, reachable: true)

@@ -156,13 +156,13 @@ public final class MirrorSync {
                 answers: parsed.results.map { .init(mutation: $0.mutation, status: $0.status, seq: $0.seq, reason: $0.reason, hubTime: $0.hubTime) },
                 historyID: parsed.historyId, epoch: parsed.epoch)
             return .pushed(gated: recorded.gated, retired: recorded.retired, conflicts: recorded.conflicts, restamped: recorded.restamped)
-        case .answer(let answer) where Self.pushLimit(answer, sent: mutations.count) != nil:
-            // The hub takes fewer per push than were sent: send fewer, and lose no attempt.
-            let limit = Self.pushLimit(answer, sent: mutations.count) ?? 1
-            store.hubMutationsPerPush = limit
-            try store.recordFailure(.unreachable, mutations: mutations)
-            return .pushFailed(reason: "the hub takes at most \(limit) mutations per push; sending fewer", countsAttempt: false, failedNow: 0, reachable: true)
         case .answer(let answer):
+            if let limit = Self.pushLimit(answer, sent: mutations.count) {
+                // The hub takes fewer per push than were sent: send fewer, and lose no attempt.
+                store.hubMutationsPerPush = limit
+                try store.recordFailure(.unreachable, mutations: mutations)
+                return .pushFailed(reason: Self.sendingFewer(limit), countsAttempt: false, failedNow: 0, reachable: true)
+            }
             let message = "the hub answered the push \(answer.status) \(answer.refusal?.code ?? ""): \(answer.refusal?.message ?? "")"
             let failed = try store.recordFailure(.failed(message), mutations: mutations)
             return .pushFailed(reason: message, countsAttempt: true, failedNow: failed, reachable: true)
@@ -336,4 +336,6 @@ extension MirrorSync {
         guard answer.status == 400, let limit = answer.json["maximumMutations"] as? Int, limit >= 1, limit < sent else { return nil }
         return limit
     }
+
+    static func sendingFewer(_ limit: Int) -> String { "the hub takes at most \(limit) mutations per push; sending fewer" }
 }
