@@ -358,7 +358,13 @@ public final class Oracle {
                 // In a whole snapshot, a key that is not there was deleted and collected.
                 return store.causal(operation.namespace, operation.key).map { Self.hasSeen($0.vector, vector) } ?? store.isComplete
             case .lww(let value, let stamp):
-                return store.lww(operation.namespace, operation.key).map { $0.stamp >= stamp } ?? (value == nil && store.isComplete)
+                // Known where the record is the write or beats it in the merge's own
+                // order (``lwwPrecedes``): on an equal timestamp a delete wins whatever
+                // the writers, so a live record tied with a delete has not seen it
+                // (seed 81102: comparing stamps, writer included, took a revoked
+                // device's unshared delete as anchored).
+                guard let record = store.lww(operation.namespace, operation.key) else { return value == nil && store.isComplete }
+                return !Self.lwwPrecedes((record.value, record.stamp), (value, stamp))
             case .append(let id):
                 // A complete snapshot lacking the event says nothing: the event may
                 // never have reached the fleet (made after its device acked, say), and

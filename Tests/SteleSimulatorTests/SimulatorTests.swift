@@ -175,6 +175,44 @@ import TestSupport
         #expect("\(failure.map { "\($0)" } ?? "")".contains("b reads mail unlike the hub"))
     }
 
+    /// Evidence holding one `lww` record (an anchor's snapshot, say).
+    struct OneLWWRecord: Evidence {
+        let record: LWWRecord
+        func causal(_ namespace: String, _ key: String) -> CausalRecord? { nil }
+        func lww(_ namespace: String, _ key: String) -> LWWRecord? { key == record.key ? record : nil }
+        func appendOnly(_ namespace: String, _ key: String) -> AppendOnlyRecord? { nil }
+        func hasEvent(_ namespace: String, _ id: EventID) -> Bool { false }
+        func isBuried(_ namespace: String, _ group: String) -> Bool { false }
+        func messageOps(_ namespace: String, _ message: String) -> Set<MessageOpID>? { nil }
+        var isComplete: Bool { true }
+    }
+
+    /// Whether a record has seen an `lww` write follows the merge's order: on an
+    /// equal timestamp the delete wins whatever the writers, so a live value tied
+    /// with a delete has not seen it, in either writer order (seed 81102: an
+    /// anchor's live record taken for a revoked device's unshared delete).
+    @Test(arguments: [false, true])
+    func anLWWRecordHasSeenOnlyWhatItBeatsInTheMergesOrder(deleterIsSmaller: Bool) {
+        let oracle = Oracle()
+        let time = HybridTimestamp(milliseconds: 1_000, logical: 45)
+        let devices = [Fixtures.device(1), Fixtures.device(2)].sorted()
+        let (deleter, writer) = deleterIsSmaller ? (devices[0], devices[1]) : (devices[1], devices[0])
+        let live = LWWRecord(key: "k", value: [1], stamp: WriteStamp(timestamp: time, writer: writer))
+        let tomb = LWWRecord(key: "k", value: nil, stamp: WriteStamp(timestamp: time, writer: deleter))
+        func op(_ value: [UInt8]?, _ stamp: WriteStamp) -> Oracle.Operation {
+            Oracle.Operation(id: 0, namespace: "flags", key: "k", device: stamp.writer, deviceName: "d", time: 0, kind: .lww(value: value, stamp: stamp))
+        }
+        // The live record has not seen the tied delete; the tombstone has seen the tied write.
+        #expect(!oracle.isKnown(op(nil, tomb.stamp), by: [OneLWWRecord(record: live)]))
+        #expect(oracle.isKnown(op([1], live.stamp), by: [OneLWWRecord(record: tomb)]))
+        // Each has seen itself, and a later timestamp has seen an earlier one of either kind.
+        #expect(oracle.isKnown(op([1], live.stamp), by: [OneLWWRecord(record: live)]))
+        #expect(oracle.isKnown(op(nil, tomb.stamp), by: [OneLWWRecord(record: tomb)]))
+        let later = LWWRecord(key: "k", value: [2], stamp: WriteStamp(timestamp: HybridTimestamp(milliseconds: 1_000, logical: 46), writer: writer))
+        #expect(oracle.isKnown(op(nil, tomb.stamp), by: [OneLWWRecord(record: later)]))
+        #expect(!oracle.isKnown(op([3], later.stamp), by: [OneLWWRecord(record: tomb)]))
+    }
+
     /// The frames themselves, compared byte for byte: two runs of one scenario
     /// under one seed put the very same sealed bytes on the wire and in the
     /// anchor; another seed does not.
