@@ -85,8 +85,9 @@ extension Simulation {
         // a back-off long after that is a fleet at rest.
         for device in everyDevice where rosterIDs.contains(device.id) && device.isOnline {
             // The outbox retries while a contact is out of reach: periodic too, unless
-            // a delivery only waits out its settling moment (work about to happen).
-            let outboxIsWork = device.node.hasDeliverySettling
+            // a delivery only waits out its settling moment or its writer's turn
+            // (work about to happen).
+            let outboxIsWork = device.node.hasDeliverySettling || device.node.hasDeliveryWaitingOutATurn
             for (timer, deadline) in device.driver.armedTimers where timer != .advertise && (timer != .outbox || outboxIsWork) && deadline <= now + 60_000 {
                 return "\(device.name) has a \(timer) timer pending"
             }

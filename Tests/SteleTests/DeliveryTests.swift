@@ -38,12 +38,17 @@ import TestSupport
     }
 
     /// The laptop posts m1, the phone takes it in by reconcile (both hold it) and
-    /// tries to deliver after the change: the outputs of that try.
+    /// tries to deliver after the change: in the laptop's turn it neither sends
+    /// m1 nor waits on it; the outputs of its try once that turn is over.
     static func laptopPostsAndThePhoneTries(_ world: inout World, text: String = "x") throws -> [FleetOutput] {
         try world.laptopChat.post("m1", body: text.bytes, author: "ana")
         try sync(world.laptop, into: world.phone)
         _ = world.phoneNode.handle(.localChange)
-        return world.phoneNode.handle(.timer(.changeDebounce))
+        let inTurn = world.phoneNode.handle(.timer(.changeDebounce))
+        #expect(deliveries(inTurn).isEmpty)
+        #expect(!kinds(inTurn).contains(.deliveryWaits))
+        #expect(world.phoneNode.hasDeliveryWaitingOutATurn)
+        return world.phoneNode.handle(.timer(.outbox), at: world.phoneNode.monotonicNow + FleetConfiguration().deliveryRetryMilliseconds)
     }
 
     /// The laptop's advertisement reaches the phone; the settling moment passes; the phone tries again.
@@ -166,7 +171,8 @@ import TestSupport
         } else {
             let sent = Self.deliveries(try Self.agreeAndSettle(&world))
             #expect(sent.map(\.to) == [world.bobPhone.device])
-            #expect(sent.first?.delivery.records.first?.ops.count == 2)
+            // The post; the edit, first found here just now, waits out the laptop's turn.
+            #expect(sent.first?.delivery.records.first?.ops.map(\.action) == [.post(author: "ana", body: "meet at nine".bytes)])
             // The next try waits for an agreement of its own.
             let retry = world.phoneNode.handle(.timer(.outbox))
             #expect(Self.deliveries(retry).isEmpty)
@@ -238,6 +244,83 @@ import TestSupport
         // The tablet's delete arrives: nothing is owed any more.
         try Self.sync(tablet, into: world.phone)
         #expect(try world.chat.outboxCount() == 0)
+    }
+
+    // MARK: - Whose turn it is
+
+    /// Bob's second device, beside his phone, on the phone node's contact roster.
+    static func withBobsTablet(_ world: inout World) -> DeviceID {
+        let tablet = Fixtures.device(22)
+        _ = world.phoneNode.handle(.contactsChanged([ContactRoster(account: bob, members: [world.bobPhone.device, tablet])]))
+        return tablet
+    }
+
+    /// The ops of `outputs`' deliveries, by recipient.
+    static func ops(_ outputs: [FleetOutput]) -> [DeviceID: [MessageOp]] {
+        Dictionary(deliveries(outputs).map { ($0.to, $0.delivery.records.flatMap(\.ops)) }, uniquingKeysWith: +)
+    }
+
+    @Test func inItsTurnAnOpGoesFromItsWriterToTheContactsDeviceHeardLastAndAfterItToEvery() throws {
+        var world = try Self.world()
+        let tablet = Self.withBobsTablet(&world)
+        let everyone = Set([world.bobPhone.device, tablet])
+        _ = world.phoneNode.handle(.start)
+        // Nobody heard from yet: the lowest id.
+        let m1 = try world.chat.post("m1", body: "one".bytes, author: "ana")
+        _ = world.phoneNode.handle(.localChange)
+        let first = Self.ops(world.phoneNode.handle(.timer(.changeDebounce)))
+        #expect(first == [everyone.min()!: [m1]])
+        #expect(world.phoneNode.hasDeliveryWaitingOutATurn)
+
+        // Bob's tablet delivers; the receipt goes back at once as the answer, to it alone.
+        let b1 = MessageOp(
+            id: try MessageOpID(bytes: [UInt8](repeating: 7, count: 16)), message: "b1", time: 1, writer: tablet, account: Self.bob,
+            action: .post(author: "ben", body: "hi".bytes))
+        let received = world.phoneNode.handle(
+            .frame(from: tablet, bytes: FrameCodec.encode(.delivery(Delivery(conversation: "chat", records: [MessageRecord(message: "b1", ops: [b1])])))),
+            at: 1_000)
+        let answer = Self.ops(received)
+        #expect(Array(answer.keys) == [tablet])
+        #expect(answer[tablet]?.map(\.action) == [.receipt(of: b1.id)])
+
+        // The next post goes to the tablet, heard from last; the receipt, owed until
+        // Bob acknowledges it, is not sent again in its turn; m1 is not sent again in its.
+        let m2 = try world.chat.post("m2", body: "two".bytes, author: "ana")
+        _ = world.phoneNode.handle(.localChange, at: 2_000)
+        let second = Self.ops(world.phoneNode.handle(.timer(.changeDebounce), at: 2_250))
+        #expect(second == [tablet: [m2]])
+
+        // Their turns over, whatever is still owed goes to every device of the contact.
+        let retry = world.phoneNode.handle(.timer(.outbox), at: 2_250 + FleetConfiguration().deliveryRetryMilliseconds)
+        let late = Self.ops(retry)
+        #expect(Set(late.keys) == everyone)
+        for device in everyone {
+            #expect(Set((late[device] ?? []).map(\.id)) == Set([m1.id, m2.id, answer[tablet]![0].id]))
+        }
+        #expect(!world.phoneNode.hasDeliveryWaitingOutATurn)
+    }
+
+    @Test func aSiblingsReceiptWaitsOutItsWritersTurnHereThenGoesToEveryDevice() throws {
+        var world = try Self.world()
+        let tablet = Self.withBobsTablet(&world)
+        _ = world.phoneNode.handle(.start)
+        // Bob's message reached the laptop, which receipted it; the phone learns both by reconcile.
+        let b1 = MessageOp(
+            id: try MessageOpID(bytes: [UInt8](repeating: 7, count: 16)), message: "b1", time: 1, writer: world.bobPhone.device, account: Self.bob,
+            action: .post(author: "ben", body: "hi".bytes))
+        let receipt = try world.laptopChat.receive(MessageRecord(message: "b1", ops: [b1]), from: Self.bob)
+        try Self.sync(world.laptop, into: world.phone)
+        #expect(try world.chat.outboxCount() == 1)
+        _ = world.phoneNode.handle(.localChange)
+        let inTurn = world.phoneNode.handle(.timer(.changeDebounce))
+        #expect(Self.deliveries(inTurn).isEmpty)
+        #expect(world.phoneNode.hasDeliveryWaitingOutATurn)
+        #expect(inTurn.contains(.arm(.outbox, afterMilliseconds: FleetConfiguration().deliveryRetryMilliseconds)))
+        // A try before the turn is over sends nothing either.
+        #expect(Self.deliveries(world.phoneNode.handle(.timer(.outbox), at: FleetConfiguration().deliveryRetryMilliseconds - 1)).isEmpty)
+        let late = Self.ops(world.phoneNode.handle(.timer(.outbox), at: FleetConfiguration().deliveryRetryMilliseconds))
+        #expect(late == [world.bobPhone.device: receipt.ops, tablet: receipt.ops])
+        #expect(!world.phoneNode.hasDeliveryWaitingOutATurn)
     }
 
     // MARK: - With a hub: a drain of the relay mailbox, not a moment of hoping

@@ -40,6 +40,7 @@ extension FleetNode {
             }
             contactChannels = channels
         }
+        delivery.onContactsChanged(Set(contacts.values.flatMap(\.members)))
         return attemptDeliveries()
     }
 
@@ -105,6 +106,11 @@ extension FleetNode {
     /// hub runtime drains its mailbox for it.
     public var hasDeliverySettling: Bool { delivery.isSettling }
 
+    /// Whether an owed op waits out its writer's turn (``DeliveryGate``): it goes
+    /// to every device of the contact when the outbox timer fires next, which the
+    /// simulator's `sync` waits for. Nothing to drain for: only time helps.
+    package var hasDeliveryWaitingOutATurn: Bool { delivery.isWaitingOutATurn }
+
     // MARK: - Sending
 
     /// Sends what every conversation owes its contact to each of the contact's
@@ -130,14 +136,22 @@ extension FleetNode {
                 outputs.append(.log(FleetEvent.failed(.rejectedRecords, peer: nil, namespace: name, "could not read the outbox: \(error)", error)))
                 continue
             }
+            delivery.onOwed(name, owed.flatMap { $0.ops.map(\.id) }, at: monotonicNow)
             guard !owed.isEmpty else {
                 delivery.onOpened(name)
                 continue
             }
             owesAny = true
+            // Whose turn it is (DeliveryGate): a sibling's op waits out its writer's turn,
+            // neither sent nor held back meanwhile.
+            let turn = configuration.deliveryRetryMilliseconds
+            let due = owed.compactMap { record -> MessageRecord? in
+                let ops = record.ops.filter { $0.writer == replica.device || delivery.isTurnOver($0.id, in: name, at: monotonicNow, turn: turn) }
+                return ops.isEmpty ? nil : MessageRecord(message: record.message, ops: ops)
+            }
             var now: [MessageRecord] = []
             var later: [MessageRecord] = []
-            for record in owed {
+            for record in due {
                 let (immediate, gated) = split(record, shared: delivery.shared(name))
                 if let immediate { now.append(immediate) }
                 if let gated { later.append(gated) }
@@ -154,19 +168,42 @@ extension FleetNode {
                             message: "\(later.count) messages a sibling may hold wait until this device agrees with a sibling (a delete may be on its way)")))
                 }
             }
-            guard !now.isEmpty else { continue }
-            var start = 0
-            while start < now.count {
-                let chunk = Array(now[start..<min(start + Self.recordsPerDelivery, now.count)])
-                start += chunk.count
-                let bytes = FrameCodec.encode(.delivery(Delivery(conversation: name, records: chunk)))
-                outputs += roster.members.sorted().map { .send(to: $0, bytes: bytes) }
+            // In its turn, an op goes from its writer to one device of the contact, once
+            // (a receipt went as its delivery's answer); after it, to every device.
+            var first: [MessageRecord] = []
+            var everyone: [MessageRecord] = []
+            for record in now {
+                var toFirst: [MessageOp] = []
+                var toEveryone: [MessageOp] = []
+                for op in record.ops {
+                    if delivery.isTurnOver(op.id, in: name, at: monotonicNow, turn: turn) {
+                        toEveryone.append(op)
+                    } else if case .receipt = op.action {
+                        continue
+                    } else if delivery.reach(of: op.id, in: name) == .noted {
+                        toFirst.append(op)
+                    }
+                }
+                if !toFirst.isEmpty { first.append(MessageRecord(message: record.message, ops: toFirst)) }
+                if !toEveryone.isEmpty { everyone.append(MessageRecord(message: record.message, ops: toEveryone)) }
             }
-            let ops = now.reduce(0) { $0 + $1.ops.count }
-            outputs.append(
-                .log(FleetEvent(
-                    kind: .delivered, peer: nil, namespace: name,
-                    message: "\(ops) ops of \(now.count) messages sent to the \(roster.members.count) devices of account \(contact)")))
+            delivery.onSent(name, first.flatMap { $0.ops.map(\.id) }, reach: .one)
+            delivery.onSent(name, everyone.flatMap { $0.ops.map(\.id) }, reach: .everyone)
+            let recipient = delivery.firstRecipient(among: roster.members)
+            for (records, recipients) in [(first, recipient.map { [$0] } ?? []), (everyone, roster.members.sorted())] where !records.isEmpty {
+                var start = 0
+                while start < records.count {
+                    let chunk = Array(records[start..<min(start + Self.recordsPerDelivery, records.count)])
+                    start += chunk.count
+                    let bytes = FrameCodec.encode(.delivery(Delivery(conversation: name, records: chunk)))
+                    outputs += recipients.map { .send(to: $0, bytes: bytes) }
+                }
+                let ops = records.reduce(0) { $0 + $1.ops.count }
+                outputs.append(
+                    .log(FleetEvent(
+                        kind: .delivered, peer: nil, namespace: name,
+                        message: "\(ops) ops of \(records.count) messages sent to \(recipients.count) of the \(roster.members.count) devices of account \(contact)")))
+            }
         }
         if prompt { outputs += advertiseToAll() }
         if owesAny { outputs.append(.arm(.outbox, afterMilliseconds: configuration.deliveryRetryMilliseconds)) }
@@ -230,6 +267,7 @@ extension FleetNode {
             // The contact delivers again until it hears a receipt.
             return logOnce(.reconcileHeld, peer: sender, namespace: name, "a barrier round is open; a contact's delivery waits for its next try")
         }
+        self.delivery.onHeard(contact: sender, at: monotonicNow)
         var outputs = withdrawOutstandingAck()
         var receipts: [MessageRecord] = []
         var taken = 0

@@ -28,6 +28,20 @@
 /// that reached the hub, a greeting of a sibling back from a week offline) is in
 /// before the delivery goes.
 ///
+/// Whose turn it is (issue 22). What may go does not go from every device to
+/// every device of the contact at once: a delivery that reached all of them
+/// made each write its own receipt, and each receipt its own acknowledgement,
+/// so that both accounts' devices then reconciled the receipts with one another:
+/// twenty reconcile sessions in a fleet of five for one message of the
+/// contact's. So an op owed here for less than
+/// ``FleetConfiguration/deliveryRetryMilliseconds`` (its turn) goes from its
+/// writer alone, and to one device of the contact: the one heard from last (the
+/// lowest id when none was); the contact's devices pass it on among
+/// themselves; once, not at every try. A receipt goes nowhere in its turn: it
+/// went at once, as the answer to the delivery it receipts. Once its turn is over an op still owed
+/// goes from every device that owes it to every device of the contact, as
+/// before: its writer went quiet, or a frame was lost.
+///
 /// ```
 /// open ──a post or edit a sibling may hold is owed──▶ waiting(since: agreements)
 /// waiting ──an agreement after `since`, settled (or drained after it), siblings still equal──▶ open (released)
@@ -49,6 +63,21 @@ struct DeliveryGate {
     private var waiting: [String: UInt64] = [:]
     /// When (monotonic) the runtime last found this device's relay mailbox empty.
     private(set) var drainedAt: Int64?
+    /// How far an owed op has gone from here.
+    enum Reach {
+        /// Nowhere yet (or, a receipt, only as its delivery's answer).
+        case noted
+        /// To one device of the contact, in its writer's turn.
+        case one
+        /// To every device of the contact, its turn over.
+        case everyone
+    }
+
+    /// Each owed op, per conversation: when (monotonic) it was first found owed
+    /// here, and how far it has gone from here.
+    private var owed: [String: [MessageOpID: (since: Int64, reach: Reach)]] = [:]
+    /// When (monotonic) each contact's device was last heard from.
+    private var contactHeardAt: [DeviceID: Int64] = [:]
 
     /// What counts as shared with siblings in `conversation`: ops made after it exist here only.
     func shared(_ conversation: String) -> Int64 {
@@ -64,6 +93,31 @@ struct DeliveryGate {
     /// Whether some conversation's wait has seen its agreement and only waits out
     /// the settling moment: the outbox timer then is work about to happen, not a retry.
     var isSettling: Bool { waiting.keys.contains { agreedSinceWaitBegan($0) != nil } }
+
+    /// Whether an owed op has not gone from here to every device of the contact
+    /// yet: its turn ends at the outbox timer, which is then work about to
+    /// happen too, not a retry.
+    var isWaitingOutATurn: Bool { owed.values.contains { $0.values.contains { $0.reach != .everyone } } }
+
+    /// How far `op` of `conversation` has gone from here.
+    func reach(of op: MessageOpID, in conversation: String) -> Reach {
+        owed[conversation]?[op]?.reach ?? .noted
+    }
+
+    /// Whether `op`'s turn is over at `now`: it has been owed here for `turn`.
+    func isTurnOver(_ op: MessageOpID, in conversation: String, at now: Int64, turn: Int64) -> Bool {
+        guard let noted = owed[conversation]?[op] else { return false }
+        return now - noted.since >= turn
+    }
+
+    /// The device of a contact (`members`) that gets what goes in its writer's
+    /// turn: the one heard from last, the lowest id among equals or when none was.
+    func firstRecipient(among members: Set<DeviceID>) -> DeviceID? {
+        members.min { first, second in
+            let (a, b) = (contactHeardAt[first] ?? .min, contactHeardAt[second] ?? .min)
+            return a != b ? a > b : first < second
+        }
+    }
 
     // MARK: - Events
 
@@ -88,6 +142,34 @@ struct DeliveryGate {
     /// The relay mailbox was found empty at `now`: every frame a sibling sent before is in.
     mutating func onDrained(at now: Int64) {
         drainedAt = now
+    }
+
+    /// `conversation` owes `ops` at `now`: each is noted when first found owed;
+    /// those owed no more are forgotten.
+    mutating func onOwed(_ conversation: String, _ ops: [MessageOpID], at now: Int64) {
+        guard !ops.isEmpty else {
+            owed[conversation] = nil
+            return
+        }
+        let known = owed[conversation] ?? [:]
+        var noted: [MessageOpID: (since: Int64, reach: Reach)] = [:]
+        for op in ops { noted[op] = known[op] ?? (now, .noted) }
+        owed[conversation] = noted
+    }
+
+    /// `ops` of `conversation` went from here as far as `reach`.
+    mutating func onSent(_ conversation: String, _ ops: [MessageOpID], reach: Reach) {
+        for op in ops { owed[conversation]?[op]?.reach = reach }
+    }
+
+    /// A frame came from a contact's `device` at `now`.
+    mutating func onHeard(contact device: DeviceID, at now: Int64) {
+        contactHeardAt[device] = now
+    }
+
+    /// The contacts' devices are now `devices`: the others are forgotten.
+    mutating func onContactsChanged(_ devices: Set<DeviceID>) {
+        contactHeardAt = contactHeardAt.filter { devices.contains($0.key) }
     }
 
     /// What waited in `conversation` went out, or nothing is owed there any more (waiting → open).
