@@ -335,7 +335,6 @@ public final class Connection {
         return value
     }
 
-    /// The first column of the first row as an integer, if any.
     /// SQLite's `PRAGMA data_version`: it changes whenever another connection (in
     /// this process or another) commits to the file, never for this one's own commits.
     public func dataVersion() throws -> Int64 {
@@ -345,6 +344,7 @@ public final class Connection {
         return statement.int64(0)
     }
 
+    /// The first column of the first row as an integer, if any.
     public func scalarInt(_ sql: String, _ arguments: [SQLValue] = []) throws -> Int64? {
         try queryFirst(sql, arguments) { $0.isNull(0) ? nil : $0.int64(0) } ?? nil
     }
@@ -356,6 +356,12 @@ public final class Connection {
 
     /// The rowid of the most recent successful INSERT.
     public var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+
+    /// Rows this connection has inserted, updated or deleted since it opened
+    /// (SQLite's `sqlite3_total_changes64`), rolled back or not: with
+    /// ``dataVersion()`` (other connections' commits) it tells whether the file
+    /// may hold anything new since a read.
+    public var totalChanges: Int64 { sqlite3_total_changes64(handle) }
 
     /// Rows changed by the most recent INSERT, UPDATE or DELETE.
     public var changes: Int { Int(sqlite3_changes(handle)) }

@@ -370,6 +370,44 @@ import TestSupport
     /// whose list is missing (written before format 5) is folded at the read, to
     /// the same answer; a damaged list is reported as corrupt. A store of format 4
     /// gets the column and the index when it opens.
+    /// The outbox keeps its last answer only while the file cannot have changed:
+    /// it is read again after a write through this handle (to any namespace), a
+    /// commit through another handle, and inside a transaction; a transaction
+    /// rolled back leaves nothing of itself behind.
+    @Test func theOutboxIsReadAgainWheneverTheFileMayHaveChanged() throws {
+        let directory = try TemporaryDirectory()
+        let replica = try Fixtures.replica(in: directory, device: Fixtures.device(1))
+        let chat = try replica.conversation("chat", with: Self.bob)
+        try replica.declare("notes", .causal)
+        _ = try chat.post("m1", body: "one".bytes, author: "ana")
+        let first = try chat.outbox()
+        #expect(first.map(\.message) == ["m1"])
+        #expect(try chat.outbox() == first)
+        // A write elsewhere through this handle: read again, the same answer.
+        _ = try replica.causal("notes").put("k", "v".bytes)
+        #expect(try chat.outbox() == first)
+        // A commit through a second handle on the same file.
+        let other = try Replica.open(at: directory.file("device.stele"), options: Replica.Options(clock: ManualWallClock()))
+        _ = try other.messages("chat").post("m2", body: "two".bytes, author: "ana")
+        #expect(try chat.outbox().map(\.message) == ["m1", "m2"])
+        // Inside a transaction the outbox sees its writes; rolled back, they are gone.
+        struct Undone: Error {}
+        #expect(throws: Undone.self) {
+            try replica.write {
+                _ = try chat.post("m3", body: "three".bytes, author: "ana")
+                #expect(try chat.outbox().map(\.message) == ["m1", "m2", "m3"])
+                throw Undone()
+            }
+        }
+        #expect(try chat.outbox().map(\.message) == ["m1", "m2"])
+        // Delivered and receipted through the second handle: nothing owed any more here either.
+        let (_, bob) = try Self.contactStore()
+        for record in try other.messages("chat").outbox() {
+            _ = try other.messages("chat").receive(try bob.receive(record, from: replica.account), from: Self.bob, isAnswer: true)
+        }
+        #expect(try chat.outbox().isEmpty)
+    }
+
     @Test func theOutboxReadsTheOwingMessagesInPostingOrderAndAnOlderStoreGetsItsIndex() throws {
         let directory = try TemporaryDirectory()
         let path: String

@@ -202,6 +202,18 @@ public struct MessageNamespace {
     /// the folded ops, so a delivery receipt or a delete that reaches any device
     /// of the account cancels the duty on every device as the fold converges.
     public func outbox() throws -> [MessageRecord] {
+        // The fleet asks after every change and at every retry, most often with no
+        // message written since (issue 22: 14 % of a simulated run). Outside a
+        // transaction, a file in the state of the last read gives the last answer.
+        guard replica.connection.isAutocommit else { return try readOutbox() }
+        let state = try Replica.FileState(replica.connection)
+        if let last = replica.outboxes[declaration.id], last.state == state { return last.records }
+        let owed = try readOutbox()
+        replica.outboxes[declaration.id] = (state, owed)
+        return owed
+    }
+
+    private func readOutbox() throws -> [MessageRecord] {
         // One query for every owing message's ops, in the order of the messages. A
         // row keeps the ids its fold owes (`owed`), so only those ops are decoded and
         // nothing is folded; a row written before format 5 (NULL) is folded here.

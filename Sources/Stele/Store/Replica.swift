@@ -101,6 +101,9 @@ public final class Replica {
     /// SQLite's `data_version` when this handle last caught up with the file
     /// (``catchUpWithOtherWriters()``).
     var seenDataVersion: Int64 = 0
+    /// The last outbox read of each conversation (by namespace id), with the
+    /// file's state it was read at (``MessageNamespace/outbox()``).
+    var outboxes: [Int64: (state: FileState, records: [MessageRecord])] = [:]
     /// The storage error of an operation that failed inside the open batch.
     private var storageFailure: (any Error)?
     private var collectingEvents = false
