@@ -216,7 +216,7 @@ enum SyncCommands {
         }
         if let hubStatus {
             let number = { (key: String) in (hubStatus[key] as? NSNumber)?.int64Value ?? 0 }
-            print("hub history  epoch \(hubStatus["epoch"] as? String ?? "?"), history id \(number("historyId")), \(number("tombstones")) tombstones kept, \(number("tombstonesCollected")) collected")
+            print("hub history  epoch \(hubStatus["epoch"] as? String ?? "?"), history id \(number("historyId")), \(Self.tombstones(Int(number("tombstones")))) kept, \(number("tombstonesCollected")) collected")
             if let holder = hubStatus["horizonHeldBy"] as? [String: Any], let device = holder["device"] as? String {
                 let since = (holder["since"] as? NSNumber).map { ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: $0.doubleValue / 1000)) }.map { "last pulled \($0)" } ?? "never pulled"
                 print("hub horizon  \(number("horizon")), held by \(device.prefix(16))\((holder["name"] as? String).map { " (\($0))" } ?? "") at cursor \((holder["cursor"] as? NSNumber)?.int64Value ?? 0), \(since)")

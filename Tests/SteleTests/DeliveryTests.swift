@@ -300,14 +300,16 @@ import TestSupport
         #expect(!world.phoneNode.hasDeliveryWaitingOutATurn)
     }
 
-    @Test func aSiblingsReceiptWaitsOutItsWritersTurnHereThenGoesToEveryDevice() throws {
+    /// Both orders: Bob's acknowledgement of the laptop's receipt reaches the
+    /// phone (through the laptop) within the laptop's turn, and the phone never
+    /// sends the receipt; or it does not, and the receipt goes from the phone to
+    /// every device of Bob's once the turn is over.
+    @Test(arguments: [true, false]) func aSiblingsReceiptWaitsOutItsWritersTurnHere(acknowledgedInTurn: Bool) throws {
         var world = try Self.world()
         let tablet = Self.withBobsTablet(&world)
         _ = world.phoneNode.handle(.start)
         // Bob's message reached the laptop, which receipted it; the phone learns both by reconcile.
-        let b1 = MessageOp(
-            id: try MessageOpID(bytes: [UInt8](repeating: 7, count: 16)), message: "b1", time: 1, writer: world.bobPhone.device, account: Self.bob,
-            action: .post(author: "ben", body: "hi".bytes))
+        let b1 = try world.bobPhone.messages("chat").post("b1", body: "hi".bytes, author: "ben")
         let receipt = try world.laptopChat.receive(MessageRecord(message: "b1", ops: [b1]), from: Self.bob)
         try Self.sync(world.laptop, into: world.phone)
         #expect(try world.chat.outboxCount() == 1)
@@ -318,8 +320,16 @@ import TestSupport
         #expect(inTurn.contains(.arm(.outbox, afterMilliseconds: FleetConfiguration().deliveryRetryMilliseconds)))
         // A try before the turn is over sends nothing either.
         #expect(Self.deliveries(world.phoneNode.handle(.timer(.outbox), at: FleetConfiguration().deliveryRetryMilliseconds - 1)).isEmpty)
+        if acknowledgedInTurn {
+            // The laptop's answer reached Bob, whose acknowledgement came back to the laptop.
+            let acknowledgement = try world.bobPhone.messages("chat").receive(receipt, from: Self.ana, isAnswer: true)
+            #expect(!acknowledgement.ops.isEmpty)
+            _ = try world.laptopChat.receive(acknowledgement, from: Self.bob, isAnswer: true)
+            try Self.sync(world.laptop, into: world.phone)
+            #expect(try world.chat.outboxCount() == 0)
+        }
         let late = Self.ops(world.phoneNode.handle(.timer(.outbox), at: FleetConfiguration().deliveryRetryMilliseconds))
-        #expect(late == [world.bobPhone.device: receipt.ops, tablet: receipt.ops])
+        #expect(late == (acknowledgedInTurn ? [:] : [world.bobPhone.device: receipt.ops, tablet: receipt.ops]))
         #expect(!world.phoneNode.hasDeliveryWaitingOutATurn)
     }
 

@@ -144,9 +144,10 @@ extension FleetNode {
             owesAny = true
             // Whose turn it is (DeliveryGate): a sibling's op waits out its writer's turn,
             // neither sent nor held back meanwhile.
-            let turn = configuration.deliveryRetryMilliseconds
+            let turnOver = Set(
+                owed.flatMap(\.ops).map(\.id).filter { delivery.isTurnOver($0, in: name, at: monotonicNow, turn: configuration.deliveryRetryMilliseconds) })
             let due = owed.compactMap { record -> MessageRecord? in
-                let ops = record.ops.filter { $0.writer == replica.device || delivery.isTurnOver($0.id, in: name, at: monotonicNow, turn: turn) }
+                let ops = record.ops.filter { $0.writer == replica.device || turnOver.contains($0.id) }
                 return ops.isEmpty ? nil : MessageRecord(message: record.message, ops: ops)
             }
             var now: [MessageRecord] = []
@@ -176,7 +177,7 @@ extension FleetNode {
                 var toFirst: [MessageOp] = []
                 var toEveryone: [MessageOp] = []
                 for op in record.ops {
-                    if delivery.isTurnOver(op.id, in: name, at: monotonicNow, turn: turn) {
+                    if turnOver.contains(op.id) {
                         toEveryone.append(op)
                     } else if case .receipt = op.action {
                         continue
