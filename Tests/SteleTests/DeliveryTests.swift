@@ -173,8 +173,14 @@ import TestSupport
             #expect(sent.map(\.to) == [world.bobPhone.device])
             // The post; the edit, first found here just now, waits out the laptop's turn.
             #expect(sent.first?.delivery.records.first?.ops.map(\.action) == [.post(author: "ana", body: "meet at nine".bytes)])
-            // The next try waits for an agreement of its own.
-            let retry = world.phoneNode.handle(.timer(.outbox))
+            // A try right after sends nothing and waits for nothing: the post went just
+            // now (again only a retry interval later), the edit's turn is not over.
+            let sentAt = world.phoneNode.monotonicNow
+            let soon = world.phoneNode.handle(.timer(.outbox), at: sentAt + 1)
+            #expect(Self.deliveries(soon).isEmpty)
+            #expect(!Self.kinds(soon).contains(.deliveryWaits))
+            // The next retry waits for an agreement of its own.
+            let retry = world.phoneNode.handle(.timer(.outbox), at: sentAt + FleetConfiguration().deliveryRetryMilliseconds)
             #expect(Self.deliveries(retry).isEmpty)
             #expect(Self.kinds(retry).contains(.deliveryWaits))
         }
@@ -260,7 +266,7 @@ import TestSupport
         Dictionary(deliveries(outputs).map { ($0.to, $0.delivery.records.flatMap(\.ops)) }, uniquingKeysWith: +)
     }
 
-    @Test func inItsTurnAnOpGoesFromItsWriterToTheContactsDeviceHeardLastAndAfterItToEvery() throws {
+    @Test func inItsTurnAnOpGoesFromItsWriterToTheContactsDeviceHeardLastAndAfterItToEveryEveryRetryInterval() throws {
         var world = try Self.world()
         let tablet = Self.withBobsTablet(&world)
         let everyone = Set([world.bobPhone.device, tablet])
@@ -294,10 +300,38 @@ import TestSupport
         let retry = world.phoneNode.handle(.timer(.outbox), at: 2_250 + FleetConfiguration().deliveryRetryMilliseconds)
         let late = Self.ops(retry)
         #expect(Set(late.keys) == everyone)
+        let owed = Set([m1.id, m2.id, answer[tablet]![0].id])
         for device in everyone {
-            #expect(Set((late[device] ?? []).map(\.id)) == Set([m1.id, m2.id, answer[tablet]![0].id]))
+            #expect(Set((late[device] ?? []).map(\.id)) == owed)
         }
         #expect(!world.phoneNode.hasDeliveryWaitingOutATurn)
+
+        // Again every retry interval, not at every try: a change here just before the
+        // interval is over sends nothing; the try at its end sends it all again.
+        let sentAt = world.phoneNode.monotonicNow
+        let retryInterval = FleetConfiguration().deliveryRetryMilliseconds
+        try world.phone.causal("notes").put("theme", "dark".bytes)
+        _ = world.phoneNode.handle(.localChange, at: sentAt + retryInterval - 251)
+        #expect(Self.ops(world.phoneNode.handle(.timer(.changeDebounce), at: sentAt + retryInterval - 1)).isEmpty)
+        let again = Self.ops(world.phoneNode.handle(.timer(.outbox), at: sentAt + retryInterval))
+        #expect(Set(again.keys) == everyone)
+        for device in everyone {
+            #expect(Set((again[device] ?? []).map(\.id)) == owed)
+        }
+        #expect(Self.ops(world.phoneNode.handle(.timer(.outbox), at: sentAt + retryInterval + 1)).isEmpty)
+
+        // A device new on Bob's roster does not wait out the interval: everything goes
+        // again at once, to every device.
+        let laptop = Fixtures.device(23)
+        let joined = Self.ops(
+            world.phoneNode.handle(.contactsChanged([ContactRoster(account: Self.bob, members: everyone.union([laptop]))]), at: sentAt + retryInterval + 2))
+        #expect(Set(joined.keys) == everyone.union([laptop]))
+        #expect(Set((joined[laptop] ?? []).map(\.id)) == owed)
+        #expect(!world.phoneNode.hasDeliveryWaitingOutATurn)
+        // A roster that only shrinks sends nothing again.
+        #expect(
+            Self.ops(world.phoneNode.handle(.contactsChanged([ContactRoster(account: Self.bob, members: everyone)]), at: sentAt + retryInterval + 3))
+                .isEmpty)
     }
 
     /// Both orders: Bob's acknowledgement of the laptop's receipt reaches the

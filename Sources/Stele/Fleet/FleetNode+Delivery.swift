@@ -142,12 +142,25 @@ extension FleetNode {
                 continue
             }
             owesAny = true
-            // Whose turn it is (DeliveryGate): a sibling's op waits out its writer's turn,
-            // neither sent nor held back meanwhile.
-            let turnOver = Set(
-                owed.flatMap(\.ops).map(\.id).filter { delivery.isTurnOver($0, in: name, at: monotonicNow, turn: configuration.deliveryRetryMilliseconds) })
+            // Whose turn it is (DeliveryGate): in its turn an op goes from its writer, once, to
+            // one device of the contact (a receipt went as its delivery's answer); after it, to
+            // every device, again every retry interval. The rest goes nowhere in this try,
+            // neither sent nor held back.
+            let moment = monotonicNow
+            let retry = configuration.deliveryRetryMilliseconds
+            var toEveryone: Set<MessageOpID> = []
+            var toFirst: Set<MessageOpID> = []
+            for op in owed.flatMap(\.ops) {
+                if delivery.isTurnOver(op.id, in: name, at: moment, turn: retry) {
+                    if delivery.isDueForEveryone(op.id, in: name, at: moment, retry: retry) { toEveryone.insert(op.id) }
+                } else if case .receipt = op.action {
+                    continue
+                } else if op.writer == replica.device, delivery.reach(of: op.id, in: name) == .noted {
+                    toFirst.insert(op.id)
+                }
+            }
             let due = owed.compactMap { record -> MessageRecord? in
-                let ops = record.ops.filter { $0.writer == replica.device || turnOver.contains($0.id) }
+                let ops = record.ops.filter { toEveryone.contains($0.id) || toFirst.contains($0.id) }
                 return ops.isEmpty ? nil : MessageRecord(message: record.message, ops: ops)
             }
             var now: [MessageRecord] = []
@@ -169,27 +182,16 @@ extension FleetNode {
                             message: "\(later.count) messages a sibling may hold wait until this device agrees with a sibling (a delete may be on its way)")))
                 }
             }
-            // In its turn, an op goes from its writer to one device of the contact, once
-            // (a receipt went as its delivery's answer); after it, to every device.
-            var first: [MessageRecord] = []
-            var everyone: [MessageRecord] = []
-            for record in now {
-                var toFirst: [MessageOp] = []
-                var toEveryone: [MessageOp] = []
-                for op in record.ops {
-                    if turnOver.contains(op.id) {
-                        toEveryone.append(op)
-                    } else if case .receipt = op.action {
-                        continue
-                    } else if delivery.reach(of: op.id, in: name) == .noted {
-                        toFirst.append(op)
-                    }
-                }
-                if !toFirst.isEmpty { first.append(MessageRecord(message: record.message, ops: toFirst)) }
-                if !toEveryone.isEmpty { everyone.append(MessageRecord(message: record.message, ops: toEveryone)) }
+            let first = now.compactMap { record -> MessageRecord? in
+                let ops = record.ops.filter { toFirst.contains($0.id) }
+                return ops.isEmpty ? nil : MessageRecord(message: record.message, ops: ops)
+            }
+            let everyone = now.compactMap { record -> MessageRecord? in
+                let ops = record.ops.filter { toEveryone.contains($0.id) }
+                return ops.isEmpty ? nil : MessageRecord(message: record.message, ops: ops)
             }
             delivery.onSent(name, first.flatMap { $0.ops.map(\.id) }, reach: .one)
-            delivery.onSent(name, everyone.flatMap { $0.ops.map(\.id) }, reach: .everyone)
+            delivery.onSent(name, everyone.flatMap { $0.ops.map(\.id) }, reach: .everyone(at: moment))
             let recipient = delivery.firstRecipient(among: roster.members)
             for (records, recipients) in [(first, recipient.map { [$0] } ?? []), (everyone, roster.members.sorted())] where !records.isEmpty {
                 var start = 0
