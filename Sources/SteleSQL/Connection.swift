@@ -70,6 +70,8 @@ public final class Connection {
     private var statementCache: [String: Statement] = [:]
     private var keyedStatementCache: [StatementKey: Statement] = [:]
     var transactionDepth = 0
+    /// Rows changed per watched key (``countChanges(of:as:)``); `nil` until a table is watched.
+    var changeCounts: ChangeCounts?
 
     /// Opens (or creates) a database file.
     ///

@@ -36,6 +36,38 @@ import TestSupport
         #expect(try other.scalarInt("SELECT count(*) FROM t") == 1)
     }
 
+    /// Every row inserted, updated or deleted through this connection counts under
+    /// its table's key, a rolled-back one too; another table's and another
+    /// connection's rows do not; the triggers are this connection's alone.
+    @Test func changesAreCountedPerWatchedTableThroughThisConnectionOnly() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("a.db")
+        let connection = try Connection(path: path)
+        try connection.executeScript("CREATE TABLE a (x PRIMARY KEY) WITHOUT ROWID; CREATE TABLE \"b c\" (x); CREATE TABLE d (x);")
+        #expect(connection.changeCount(of: 1) == 0)
+        try connection.countChanges(of: "a", as: 1)
+        try connection.countChanges(of: "b c", as: 2)
+        try connection.countChanges(of: "a", as: 1)
+        try connection.execute("INSERT INTO a VALUES (1), (2)")
+        try connection.execute("UPDATE a SET x = 3 WHERE x = 2")
+        try connection.execute("DELETE FROM a")
+        #expect(connection.changeCount(of: 1) == 5)
+        #expect(connection.changeCount(of: 2) == 0)
+        try connection.execute("INSERT INTO \"b c\" VALUES (1)")
+        try connection.execute("INSERT INTO d VALUES (1)")
+        #expect(connection.changeCount(of: 2) == 1)
+        #expect(connection.changeCount(of: 1) == 5)
+        try connection.execute("BEGIN")
+        try connection.execute("INSERT INTO a VALUES (9)")
+        try connection.execute("ROLLBACK")
+        #expect(connection.changeCount(of: 1) == 6)
+        #expect(try connection.scalarInt("SELECT count(*) FROM a") == 0)
+        let other = try Connection(path: path)
+        try other.execute("INSERT INTO a VALUES (7)")
+        #expect(connection.changeCount(of: 1) == 6)
+        #expect(other.changeCount(of: 1) == 0)
+    }
+
     @Test func freedPagesGoBackToTheFileSystem() throws {
         let directory = try TemporaryDirectory()
         for incremental in [true, false] {

@@ -370,42 +370,88 @@ import TestSupport
     /// whose list is missing (written before format 5) is folded at the read, to
     /// the same answer; a damaged list is reported as corrupt. A store of format 4
     /// gets the column and the index when it opens.
-    /// The outbox keeps its last answer only while the file cannot have changed:
-    /// it is read again after a write through this handle (to any namespace), a
-    /// commit through another handle, and inside a transaction; a transaction
+    /// The outbox keeps its last answer only while its conversation's tables
+    /// cannot have changed: it is read again after a write to them through this
+    /// handle, a commit through another handle, and inside a transaction; not
+    /// after a write to another namespace or another conversation; a transaction
     /// rolled back leaves nothing of itself behind.
-    @Test func theOutboxIsReadAgainWheneverTheFileMayHaveChanged() throws {
+    @Test func theOutboxIsReadAgainWheneverItsTablesMayHaveChanged() throws {
         let directory = try TemporaryDirectory()
         let replica = try Fixtures.replica(in: directory, device: Fixtures.device(1))
         let chat = try replica.conversation("chat", with: Self.bob)
+        let other = try replica.conversation("other", with: Self.bob)
         try replica.declare("notes", .causal)
         _ = try chat.post("m1", body: "one".bytes, author: "ana")
+        var reads = replica.outboxReads
+        /// Whether the last call read the file; `reads` moves on.
+        func readAgain() -> Bool {
+            defer { reads = replica.outboxReads }
+            return replica.outboxReads != reads
+        }
         let first = try chat.outbox()
         #expect(first.map(\.message) == ["m1"])
+        #expect(readAgain())
         #expect(try chat.outbox() == first)
-        // A write elsewhere through this handle: read again, the same answer.
+        #expect(!readAgain())
+        // A write to another namespace, or to another conversation, through this handle: the same answer, not read.
         _ = try replica.causal("notes").put("k", "v".bytes)
+        _ = try other.post("o1", body: "elsewhere".bytes, author: "ana")
         #expect(try chat.outbox() == first)
+        #expect(!readAgain())
+        // Any change to the conversation's rows through this handle is read: a reaction (its ops table)...
+        try chat.react("m1", emoji: "👍", as: "ana")
+        #expect(try chat.outbox().flatMap(\.ops).count == 2)
+        #expect(readAgain())
+        // ...and its messages table alone (a receipt heard marks the row as owing nothing).
+        let (_, bob) = try Self.contactStore()
+        let receipts = try bob.receive(try #require(try chat.outbox().first), from: replica.account)
+        _ = try chat.receive(receipts, from: Self.bob, isAnswer: true)
+        #expect(try chat.outbox().isEmpty)
+        #expect(readAgain())
         // A commit through a second handle on the same file.
-        let other = try Replica.open(at: directory.file("device.stele"), options: Replica.Options(clock: ManualWallClock()))
-        _ = try other.messages("chat").post("m2", body: "two".bytes, author: "ana")
-        #expect(try chat.outbox().map(\.message) == ["m1", "m2"])
-        // Inside a transaction the outbox sees its writes; rolled back, they are gone.
+        let second = try Replica.open(at: directory.file("device.stele"), options: Replica.Options(clock: ManualWallClock()))
+        _ = try second.messages("chat").post("m2", body: "two".bytes, author: "ana")
+        #expect(try chat.outbox().map(\.message) == ["m2"])
+        #expect(readAgain())
+        // Inside a transaction the outbox sees its writes, read every time; rolled back, they are gone.
         struct Undone: Error {}
         #expect(throws: Undone.self) {
             try replica.write {
                 _ = try chat.post("m3", body: "three".bytes, author: "ana")
-                #expect(try chat.outbox().map(\.message) == ["m1", "m2", "m3"])
+                #expect(try chat.outbox().map(\.message) == ["m2", "m3"])
+                #expect(try chat.outbox().map(\.message) == ["m2", "m3"])
                 throw Undone()
             }
         }
-        #expect(try chat.outbox().map(\.message) == ["m1", "m2"])
+        #expect(replica.outboxReads - reads == 2)
+        reads = replica.outboxReads
+        #expect(try chat.outbox().map(\.message) == ["m2"])
         // Delivered and receipted through the second handle: nothing owed any more here either.
-        let (_, bob) = try Self.contactStore()
-        for record in try other.messages("chat").outbox() {
-            _ = try other.messages("chat").receive(try bob.receive(record, from: replica.account), from: Self.bob, isAnswer: true)
+        for record in try second.messages("chat").outbox() {
+            _ = try second.messages("chat").receive(try bob.receive(record, from: replica.account), from: Self.bob, isAnswer: true)
         }
         #expect(try chat.outbox().isEmpty)
+        #expect(readAgain())
+    }
+
+    /// A handle whose triggers could not be made reads the outbox every time, to
+    /// the right answer, and tries to make them again at the next read.
+    @Test func aHandleThatCannotCountChangesReadsTheOutboxEveryTime() throws {
+        let directory = try TemporaryDirectory()
+        let replica = try Fixtures.replica(in: directory, device: Fixtures.device(1))
+        let chat = try replica.conversation("chat", with: Self.bob)
+        _ = try chat.post("m1", body: "one".bytes, author: "ana")
+        let plan = SQLiteFaultPlan()
+        plan.fail(.execute, with: .ioError, sqlContains: "CREATE TEMP TRIGGER", after: 1, count: 2)
+        replica.faults = plan
+        for _ in 0..<2 { #expect(try chat.outbox().map(\.message) == ["m1"]) }
+        #expect(replica.outboxReads == 2)
+        #expect(plan.fired == 2)
+        // The triggers made at last, the third read is kept, and the fourth is not read.
+        for _ in 0..<2 { #expect(try chat.outbox().map(\.message) == ["m1"]) }
+        #expect(replica.outboxReads == 3)
+        _ = try chat.post("m2", body: "two".bytes, author: "ana")
+        #expect(try chat.outbox().map(\.message) == ["m1", "m2"])
     }
 
     @Test func theOutboxReadsTheOwingMessagesInPostingOrderAndAnOlderStoreGetsItsIndex() throws {

@@ -59,19 +59,16 @@ extension Replica {
 }
 
 extension Replica {
-    /// Where the file stands, as far as this handle can tell without reading it:
-    /// the rows this connection changed (committed or rolled back) and SQLite's
-    /// `data_version` (other connections' commits). Equal states read alike: a
-    /// read outside a transaction at one state holds at the next equal one. Only
-    /// a change made behind SQLite's back (the file replaced under an open
-    /// handle) would escape it, and a replica is reopened after that.
-    struct FileState: Equatable {
+    /// Where a conversation's two tables stand, as far as this handle can tell
+    /// without reading them: the rows changed in them through this connection
+    /// (committed or rolled back; counted by its temporary triggers,
+    /// ``SteleSQL/Connection/countChanges(of:as:)``) and SQLite's `data_version`
+    /// (other connections' commits). Equal states read alike: a read outside a
+    /// transaction at one state holds at the next equal one. Only a change made
+    /// behind SQLite's back (the file replaced under an open handle) would escape
+    /// it, and a replica is reopened after that.
+    struct OutboxState: Equatable {
         let changes: Int64
         let dataVersion: Int64
-
-        init(_ connection: Connection) throws {
-            changes = connection.totalChanges
-            dataVersion = try connection.dataVersion()
-        }
     }
 }

@@ -102,8 +102,13 @@ public final class Replica {
     /// (``catchUpWithOtherWriters()``).
     var seenDataVersion: Int64 = 0
     /// The last outbox read of each conversation (by namespace id), with the
-    /// file's state it was read at (``MessageNamespace/outbox()``).
-    var outboxes: [Int64: (state: FileState, records: [MessageRecord])] = [:]
+    /// state of its tables it was read at (``MessageNamespace/outbox()``).
+    var outboxes: [Int64: (state: OutboxState, records: [MessageRecord])] = [:]
+    /// The conversations (by namespace id) whose tables' changes through this
+    /// handle are counted (``SteleSQL/Connection/countChanges(of:as:)``).
+    var watchedConversations: Set<Int64> = []
+    /// How many times an outbox was read from the file (for the tests).
+    var outboxReads = 0
     /// The storage error of an operation that failed inside the open batch.
     private var storageFailure: (any Error)?
     private var collectingEvents = false
