@@ -273,6 +273,29 @@ import TestSupport
         #expect(recovery.ahead.isEmpty)
     }
 
+    /// Seed 111020: a sibling taken off the roster is no longer ahead, nor awaited;
+    /// the next ask goes to one still on it.
+    @Test func aSiblingRevokedIsNoLongerAskedForASnapshot() {
+        var recovery = RecoveryMachine()
+        recovery.onHeard(Self.devices[1], ahead: 1)
+        recovery.onHeard(Self.devices[2], ahead: 1)
+        #expect(recovery.furthestAhead(of: 0) == Self.devices[1])
+        recovery.onAskedForSnapshot(from: Self.devices[1], because: "the anchor does not open")
+        // A change that keeps it waits on.
+        recovery.onRosterChanged([Self.devices[0], Self.devices[1], Self.devices[2]])
+        #expect(recovery.phase == .awaitingSnapshot(from: Self.devices[1]))
+        recovery.onRosterChanged([Self.devices[0], Self.devices[2]])
+        #expect(recovery.phase == .idle)
+        #expect(recovery.furthestAhead(of: 0) == Self.devices[2])
+        #expect(recovery.status(at: 0) == .stuck("the anchor does not open"))
+        // Its late snapshot is not the one asked for.
+        let lateSnapshot = recovery.onSnapshot(from: Self.devices[1])
+        #expect(!lateSnapshot)
+        recovery.onRosterChanged([Self.devices[0]])
+        #expect(recovery.furthestAhead(of: 0) == nil)
+        #expect(recovery.status(at: 0) == .current)
+    }
+
     @Test func rolledBackOutranksALaterFailureAndNobodyToAskClearsOnlyAFailure() {
         var recovery = RecoveryMachine()
         recovery.onHeard(Self.devices[1], ahead: 2)

@@ -308,6 +308,7 @@ public struct FleetNode {
         channel?.update(members: roster, revoked: revoked)
         sync.onRosterChanged(roster)
         siblings.onRosterChanged(roster)
+        recovery.onRosterChanged(roster)
         if leader != replica.device { leading.onStoppedLeading() }
         guard let round = leading.round, round.members != roster else { return [] }
         return failRound("the roster changed during the round", missing: [])

@@ -107,6 +107,16 @@ struct RecoveryMachine {
         if standing != .rolledBack { standing = .failed(reason) }
     }
 
+    /// The roster is now `members`: a sibling taken off it is no longer ahead, and a
+    /// snapshot asked of it is no longer awaited (awaitingSnapshot → idle). Kept, a
+    /// revoked device with the lowest id stayed the one asked, every time, while the
+    /// siblings ahead on the roster were never asked (seed 111020: a device that
+    /// joined while the fleet moved to generation 1 never caught up).
+    mutating func onRosterChanged(_ members: Set<DeviceID>) {
+        ahead = ahead.filter { members.contains($0.key) }
+        if case .awaitingSnapshot(let peer) = phase, !members.contains(peer) { phase = .idle }
+    }
+
     /// The sibling asked for a snapshot did not answer in time (awaitingSnapshot → idle):
     /// it is asked again when one is next heard ahead.
     mutating func onSnapshotWaitExpired() {
