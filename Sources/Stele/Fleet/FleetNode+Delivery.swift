@@ -159,10 +159,7 @@ extension FleetNode {
                     toFirst.insert(op.id)
                 }
             }
-            let due = owed.compactMap { record -> MessageRecord? in
-                let ops = record.ops.filter { toEveryone.contains($0.id) || toFirst.contains($0.id) }
-                return ops.isEmpty ? nil : MessageRecord(message: record.message, ops: ops)
-            }
+            let due = Self.keeping(owed, toEveryone.union(toFirst))
             var now: [MessageRecord] = []
             var later: [MessageRecord] = []
             for record in due {
@@ -182,14 +179,8 @@ extension FleetNode {
                             message: "\(later.count) messages a sibling may hold wait until this device agrees with a sibling (a delete may be on its way)")))
                 }
             }
-            let first = now.compactMap { record -> MessageRecord? in
-                let ops = record.ops.filter { toFirst.contains($0.id) }
-                return ops.isEmpty ? nil : MessageRecord(message: record.message, ops: ops)
-            }
-            let everyone = now.compactMap { record -> MessageRecord? in
-                let ops = record.ops.filter { toEveryone.contains($0.id) }
-                return ops.isEmpty ? nil : MessageRecord(message: record.message, ops: ops)
-            }
+            let first = Self.keeping(now, toFirst)
+            let everyone = Self.keeping(now, toEveryone)
             delivery.onSent(name, first.flatMap { $0.ops.map(\.id) }, reach: .one)
             delivery.onSent(name, everyone.flatMap { $0.ops.map(\.id) }, reach: .everyone(at: moment))
             let recipient = delivery.firstRecipient(among: roster.members)
@@ -229,6 +220,14 @@ extension FleetNode {
             rest.isEmpty ? nil : MessageRecord(message: record.message, ops: rest),
             texts.isEmpty ? nil : MessageRecord(message: record.message, ops: texts)
         )
+    }
+
+    /// `records` with only the ops among `ids`; a record left with none is dropped.
+    private static func keeping(_ records: [MessageRecord], _ ids: Set<MessageOpID>) -> [MessageRecord] {
+        records.compactMap { record in
+            let ops = record.ops.filter { ids.contains($0.id) }
+            return ops.isEmpty ? nil : MessageRecord(message: record.message, ops: ops)
+        }
     }
 
     /// Two lists of records with the ops of one message joined, in id order.
