@@ -43,10 +43,10 @@
 /// before: its writer went quiet, or a frame was lost; and again every
 /// ``FleetConfiguration/deliveryRetryMilliseconds`` while it is owed, not at every
 /// try: a try comes after every change of this device's, and resending a
-/// whole outbox to a contact away for a week at each was 88 % of the delivery
-/// frames of a simulated run (seed 4, five devices, 2,000 steps), each one
-/// sealed and (through a hub) kept in the contact's mailbox. A device newly
-/// on the contact's roster gets it at the next try.
+/// whole outbox to a contact away for a week at each sent 53,507 deliveries to
+/// unreachable devices in 16 simulated runs (five devices, 1,000 steps), 23,702
+/// once paced; each one sealed and (through a hub) kept in the contact's
+/// mailbox. A device newly on the contact's roster gets it at the next try.
 ///
 /// ```
 /// open ──a post or edit a sibling may hold is owed──▶ waiting(since: agreements)
