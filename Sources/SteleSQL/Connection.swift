@@ -359,12 +359,6 @@ public final class Connection {
     /// The rowid of the most recent successful INSERT.
     public var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
 
-    /// Rows this connection has inserted, updated or deleted since it opened
-    /// (SQLite's `sqlite3_total_changes64`), rolled back or not: with
-    /// ``dataVersion()`` (other connections' commits) it tells whether the file
-    /// may hold anything new since a read.
-    public var totalChanges: Int64 { sqlite3_total_changes64(handle) }
-
     /// Rows changed by the most recent INSERT, UPDATE or DELETE.
     public var changes: Int { Int(sqlite3_changes(handle)) }
 

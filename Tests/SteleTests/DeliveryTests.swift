@@ -334,6 +334,25 @@ import TestSupport
                 .isEmpty)
     }
 
+    /// The other order of a device joining Bob's roster: during the op's turn (it
+    /// went to one device), not after it went to every device. The op does not go
+    /// again in its turn; at the turn's end it goes to every device, the new one too.
+    @Test func aDeviceJoiningTheContactsRosterInAnOpsTurnGetsItWhenTheTurnEnds() throws {
+        var world = try Self.world()
+        _ = world.phoneNode.handle(.start)
+        let m1 = try world.chat.post("m1", body: "one".bytes, author: "ana")
+        _ = world.phoneNode.handle(.localChange)
+        #expect(Self.ops(world.phoneNode.handle(.timer(.changeDebounce))) == [world.bobPhone.device: [m1]])
+        let tablet = Fixtures.device(22)
+        let joined = world.phoneNode.handle(
+            .contactsChanged([ContactRoster(account: Self.bob, members: [world.bobPhone.device, tablet])]), at: 1_000)
+        #expect(Self.ops(joined).isEmpty)
+        #expect(world.phoneNode.hasDeliveryWaitingOutATurn)
+        let late = Self.ops(world.phoneNode.handle(.timer(.outbox), at: FleetConfiguration().deliveryRetryMilliseconds))
+        #expect(late == [world.bobPhone.device: [m1], tablet: [m1]])
+        #expect(!world.phoneNode.hasDeliveryWaitingOutATurn)
+    }
+
     /// Both orders: Bob's acknowledgement of the laptop's receipt reaches the
     /// phone (through the laptop) within the laptop's turn, and the phone never
     /// sends the receipt; or it does not, and the receipt goes from the phone to

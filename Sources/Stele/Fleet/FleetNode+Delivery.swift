@@ -136,7 +136,9 @@ extension FleetNode {
                 outputs.append(.log(FleetEvent.failed(.rejectedRecords, peer: nil, namespace: name, "could not read the outbox: \(error)", error)))
                 continue
             }
-            delivery.onOwed(name, owed.flatMap { $0.ops.map(\.id) }, at: monotonicNow)
+            let moment = monotonicNow
+            let owedOps = owed.flatMap(\.ops)
+            delivery.onOwed(name, owedOps.map(\.id), at: moment)
             guard !owed.isEmpty else {
                 delivery.onOpened(name)
                 continue
@@ -146,11 +148,10 @@ extension FleetNode {
             // one device of the contact (a receipt went as its delivery's answer); after it, to
             // every device, again every retry interval. The rest goes nowhere in this try,
             // neither sent nor held back.
-            let moment = monotonicNow
             let retry = configuration.deliveryRetryMilliseconds
             var toEveryone: Set<MessageOpID> = []
             var toFirst: Set<MessageOpID> = []
-            for op in owed.flatMap(\.ops) {
+            for op in owedOps {
                 if delivery.isTurnOver(op.id, in: name, at: moment, turn: retry) {
                     if delivery.isDueForEveryone(op.id, in: name, at: moment, retry: retry) { toEveryone.insert(op.id) }
                 } else if case .receipt = op.action {
