@@ -4,8 +4,8 @@ import Stele
 /// the own account and each contact, each key derived from the seed, and the
 /// roster changes and wrapped keys their devices sign, exactly as an app's
 /// devices would (issue 6): the first device founds an account, the
-/// longest-standing member approves each later one and wraps the newest key for
-/// it, and a revocation is signed by another member, who rotates the key and
+/// longest-standing member approves each later one and wraps every key it holds
+/// for it, and a revocation is signed by another member, who rotates the key and
 /// wraps it for everyone left. Which devices exist, and their stores, are the
 /// simulation's; this type holds who belongs to which account.
 public struct SimulatedAccounts {
@@ -83,16 +83,14 @@ public struct SimulatedAccounts {
         return KeyRing(identity: identity, accountKeys: [1: key])
     }
 
-    /// `approver` approves `identity` into `account` and wraps the newest key of
-    /// its `ring` for it (none: the device waits for a key).
+    /// `approver` approves `identity` into `account` and wraps every key of its
+    /// `ring` for it (``KeyRing/wrappedKeys(for:account:)``; none: the device waits for a key).
     func approve(_ identity: DeviceIdentity, into account: AccountID, by approver: DeviceIdentity, ring: KeyRing?) throws {
         let current = try directory.roster(of: account)
         try directory.append(
             try RosterChange.approval(of: identity.deviceID, signingKey: try identity.signingKey(), by: approver, account: account, index: current.version),
             to: account)
-        if let ring, let epoch = ring.newestEpoch, let key = ring.accountKeys[epoch] {
-            try directory.publish(try WrappedAccountKey.wrap(key, epoch: epoch, for: identity.deviceID, by: approver, account: account))
-        }
+        for wrapped in try ring?.wrappedKeys(for: identity.deviceID, account: account) ?? [] { try directory.publish(wrapped) }
     }
 
     /// `revoker` revokes `device` from `account` and rotates the account key:

@@ -147,6 +147,49 @@ import TestSupport
         #expect(throws: CodecError.self) { _ = try relabelled.open(with: tablet, roster: roster) }
     }
 
+    /// An approver wraps every key it holds for the joiner, not only the newest:
+    /// an anchor sealed before a rotation (its upload outlived its round and
+    /// landed afterwards, above the fleet) opens on the joiner too (seed 114004).
+    @Test func aJoinerGetsEveryKeyItsApproverHoldsAndOpensAnAnchorSealedBeforeItJoined() throws {
+        let directory = MemoryDirectory()
+        var phoneRing = try Membership.found(account, by: phone, in: directory)
+        phoneRing = try Membership.approve(laptop.deviceID, signingKey: try laptop.signingKey(), by: phoneRing, in: directory)
+        let old = try #require(phoneRing.accountKeys[1])
+        let anchor = Anchor(header: AnchorHeader(account: account, generation: 5, round: try RoundNonce(bytes: [UInt8](repeating: 7, count: 16)), digest: .zero), snapshot: [1, 2, 3])
+        let sealedBeforeTheRotation = AnchorFile.encode(anchor, key: old)
+        let rotation = try Membership.revoke(laptop.deviceID, by: phoneRing, in: directory)
+        phoneRing = rotation.ring
+        #expect(rotation.epoch == 2)
+        phoneRing = try Membership.approve(tablet.deviceID, signingKey: try tablet.signingKey(), by: phoneRing, in: directory)
+
+        let roster = try directory.roster(of: account)
+        let wrapped = try directory.wrappedKeys(for: tablet.deviceID, of: account)
+        #expect(wrapped.map(\.epoch) == [1, 2])
+        var tabletRing = KeyRing(identity: tablet, roster: roster)
+        for key in wrapped { tabletRing.insert(try key.open(with: tablet, roster: roster), epoch: key.epoch) }
+        #expect(tabletRing.accountKeys == phoneRing.accountKeys)
+        // The anchor sealed under epoch 1 opens with the joiner's keys, as a driver reads it.
+        let reading = FleetDriver.opening(.success(sealedBeforeTheRotation), account: account, keys: tabletRing.orderedAccountKeys)
+        guard case .found(let opened) = reading else {
+            Issue.record("the joiner could not open the anchor: \(reading)")
+            return
+        }
+        #expect(opened.header == anchor.header)
+        // Given only the newest key (as approvals did before), it could not.
+        guard case .unopened = FleetDriver.opening(.success(sealedBeforeTheRotation), account: account, keys: [try #require(phoneRing.accountKeys[2])]) else {
+            Issue.record("an anchor sealed with epoch 1 opened with epoch 2's key alone")
+            return
+        }
+        // The revoked laptop still never gets the rotated key.
+        #expect(try directory.wrappedKeys(for: laptop.deviceID, of: account).map(\.epoch) == [1])
+        // An approver that holds no key approves nobody, and the roster is left as it was.
+        let versionBefore = try directory.roster(of: account).version
+        #expect(throws: MembershipError.self) {
+            _ = try Membership.approve(outsider.deviceID, signingKey: try outsider.signingKey(), by: KeyRing(identity: phone, roster: roster), in: directory)
+        }
+        #expect(try directory.roster(of: account).version == versionBefore)
+    }
+
     /// A device that rotates the key keeps a copy wrapped for itself in the
     /// directory: its keychain, restored from an old backup, gets the key back.
     @Test func aKeyWrappedByAMemberForItselfOpensOnlyForItWhileItIsAMember() throws {

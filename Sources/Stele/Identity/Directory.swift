@@ -62,6 +62,22 @@ public final class MemoryDirectory: Directory {
     }
 }
 
+extension KeyRing {
+    /// Every account key this ring holds, oldest first, wrapped by its device for
+    /// `device`: what an approver publishes for a device it approves. Every key,
+    /// not only the newest, so the joiner opens any anchor the account wrote
+    /// before it joined: one sealed before a rotation and landed late (a slow
+    /// write of a round already given up) is ahead of the fleet, and a device
+    /// that cannot open it cannot tell whether it holds what the whole fleet lost
+    /// (seed 114004: a joiner that became the leader never opened a round again).
+    /// A revoked device still never gets a key rotated after its revocation.
+    public func wrappedKeys(for device: DeviceID, account: AccountID) throws -> [WrappedAccountKey] {
+        try accountKeys.sorted { $0.key < $1.key }.map { epoch, key in
+            try WrappedAccountKey.wrap(key, epoch: epoch, for: device, by: identity, account: account)
+        }
+    }
+}
+
 /// An account key sealed to one device by a roster member, through the same
 /// construction as frames (``SiblingChannel``): the directory that stores it
 /// cannot read it, and the recipient knows a member sent it. Only members get a

@@ -14,12 +14,12 @@ public enum Membership {
     }
 
     /// Approves `device` (with the roster signing key its join request carried)
-    /// and wraps the newest account key of `ring` for it. A change another member
+    /// and wraps every account key of `ring` for it (``KeyRing/wrappedKeys(for:account:)``). A change another member
     /// made at the same moment is read and the approval signed again (three tries).
     /// - Throws: ``RosterError`` (`alreadyMember`, `revokedCannotRejoin`), ``MembershipError``
     ///   when `ring` holds no account key, the directory's errors.
     public static func approve(_ device: DeviceID, signingKey: [UInt8], by ring: KeyRing, in directory: any Directory) throws -> KeyRing {
-        guard let epoch = ring.newestEpoch, let key = ring.accountKeys[epoch] else {
+        guard ring.newestEpoch != nil else {
             throw MembershipError("this device holds no account key to wrap for \(device.hex.prefix(8)); sync it first")
         }
         let account = try account(of: ring)
@@ -27,7 +27,7 @@ public enum Membership {
             if roster.members.contains(device) { throw RosterError.alreadyMember(device) }
             return try RosterChange.approval(of: device, signingKey: signingKey, by: ring.identity, account: account, index: roster.version)
         }
-        try directory.publish(try WrappedAccountKey.wrap(key, epoch: epoch, for: device, by: ring.identity, account: account))
+        for wrapped in try ring.wrappedKeys(for: device, account: account) { try directory.publish(wrapped) }
         var updated = ring
         updated.roster = roster
         return updated

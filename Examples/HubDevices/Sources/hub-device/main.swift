@@ -86,7 +86,7 @@ do {
         guard let request = try directory.joinRequests().first(where: { $0.device.hex.hasPrefix(words[2].lowercased()) }) else {
             throw Failure(description: "no device \(words[2]) asked to join")
         }
-        guard let pinned = ring.roster, let epoch = ring.newestEpoch, let key = ring.accountKeys[epoch] else {
+        guard let pinned = ring.roster, ring.newestEpoch != nil else {
             throw Failure(description: "this device is not a member yet: run it once it is approved")
         }
         // Roster pinning: the roster the hub serves must extend the one pinned here.
@@ -94,9 +94,10 @@ do {
         let approval = try RosterChange.approval(of: request.device, signingKey: request.signingKey, by: ring.identity, account: account, index: roster.version)
         try directory.append(approval, to: account)
         try roster.append(approval)
-        // Publishing the joiner's wrapped key: the newest account key, sealed by a
-        // member for the joiner alone. The hub stores bytes it cannot open.
-        try directory.publish(try WrappedAccountKey.wrap(key, epoch: epoch, for: request.device, by: ring.identity, account: account))
+        // Publishing the joiner's wrapped keys: every account key this device holds,
+        // each sealed by a member for the joiner alone, so it opens anchors written
+        // before it joined. The hub stores bytes it cannot open.
+        for wrapped in try ring.wrappedKeys(for: request.device, account: account) { try directory.publish(wrapped) }
         ring.roster = roster  // pin the roster with the joiner on it
         try keys.save(ring)
         // (`Membership.approve(_:signingKey:by:in:)` does these steps in one call, and

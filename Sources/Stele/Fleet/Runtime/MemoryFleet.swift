@@ -85,8 +85,8 @@ public final class MemoryFleet {
 
     /// Adds a device to `account` with a new identity and an in-memory key store:
     /// the first device founds the account with a new account key, a later one
-    /// is approved by the first device on the roster, which wraps the newest
-    /// key for it. The driver reads the directory and starts.
+    /// is approved by the first device on the roster, which wraps every key it
+    /// holds for it (``KeyRing/wrappedKeys(for:account:)``). The driver reads the directory and starts.
     /// - Parameters:
     ///   - path: the replica file (`":memory:"` for none).
     public func addDevice(account: AccountID, path: String = ":memory:", configuration: FleetConfiguration = FleetConfiguration()) throws -> FleetDriver {
@@ -94,13 +94,12 @@ public final class MemoryFleet {
         let keys = MemoryKeyStore()
         if let roster = try? directory.roster(of: account) {
             guard let approver = roster.members.compactMap({ drivers[$0] }).min(by: { $0.replica.device < $1.replica.device }),
-                let approverIdentity = approver.identity, let ring = try approver.keyStore?.load(), let epoch = ring.newestEpoch,
-                let key = ring.accountKeys[epoch]
+                let approverIdentity = approver.identity, let ring = try approver.keyStore?.load(), ring.newestEpoch != nil
             else { throw RosterError.unknownAccount(account) }
             try directory.append(
                 try RosterChange.approval(of: identity.deviceID, signingKey: try identity.signingKey(), by: approverIdentity, account: account, index: roster.version),
                 to: account)
-            try directory.publish(try WrappedAccountKey.wrap(key, epoch: epoch, for: identity.deviceID, by: approverIdentity, account: account))
+            for wrapped in try ring.wrappedKeys(for: identity.deviceID, account: account) { try directory.publish(wrapped) }
         } else {
             try directory.found(try Roster.founding(account: account, by: identity))
             try keys.save(KeyRing(identity: identity, accountKeys: [1: AccountKey.generate()]))
