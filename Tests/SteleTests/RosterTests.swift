@@ -147,6 +147,32 @@ import TestSupport
         #expect(throws: CodecError.self) { _ = try relabelled.open(with: tablet, roster: roster) }
     }
 
+    /// A device revoked since still counts as the sender of the keys of the epochs
+    /// it held as a member (a keychain restored from before it wrapped them must
+    /// get them back), never of a later epoch.
+    @Test func aKeyWrappedByADeviceRevokedSinceOpensOnlyForAnEpochItHeldAsAMember() throws {
+        var roster = try twoDevices()
+        try roster.append(try approval(of: tablet, by: laptop, at: 2))
+        try roster.append(try approval(of: outsider, by: laptop, at: 3))
+        let first = AccountKey.generate(), second = AccountKey.generate()
+        let byLaptop1 = try WrappedAccountKey.wrap(first, epoch: 1, for: tablet.deviceID, by: laptop, account: account)
+        let byLaptop2 = try WrappedAccountKey.wrap(second, epoch: 2, for: tablet.deviceID, by: laptop, account: account)
+        let byLaptop3 = try WrappedAccountKey.wrap(second, epoch: 3, for: tablet.deviceID, by: laptop, account: account)
+        // The outsider's revocation makes epoch 2; the laptop's, epoch 3.
+        try roster.append(try RosterChange.revocation(of: outsider.deviceID, by: phone, account: account, index: 4))
+        #expect(roster.lastEpoch(ofRevoked: outsider.deviceID) == 1)
+        try roster.append(try RosterChange.revocation(of: laptop.deviceID, by: phone, account: account, index: 5))
+        #expect(roster.lastEpoch(ofRevoked: laptop.deviceID) == 2)
+        #expect(roster.lastEpoch(ofRevoked: phone.deviceID) == nil)
+        #expect(try byLaptop1.open(with: tablet, roster: roster) == first)
+        #expect(try byLaptop2.open(with: tablet, roster: roster) == second)
+        // Epoch 3 came of the laptop's own revocation: it never held that key.
+        #expect(throws: SealError.revokedSender(laptop.deviceID)) { _ = try byLaptop3.open(with: tablet, roster: roster) }
+        // The outsider, revoked at epoch 1, wraps nothing of epoch 2 that opens.
+        let byOutsider2 = try WrappedAccountKey.wrap(second, epoch: 2, for: tablet.deviceID, by: outsider, account: account)
+        #expect(throws: SealError.revokedSender(outsider.deviceID)) { _ = try byOutsider2.open(with: tablet, roster: roster) }
+    }
+
     /// An approver wraps every key it holds for the joiner, not only the newest:
     /// an anchor sealed before a rotation (its upload outlived its round and
     /// landed afterwards, above the fleet) opens on the joiner too (seed 114004).

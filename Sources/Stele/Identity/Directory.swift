@@ -112,10 +112,18 @@ public struct WrappedAccountKey: Sendable, Equatable {
     /// of `roster`, or from this device itself: a device that rotates the key
     /// keeps a copy wrapped for itself, so a keychain restored from an old backup
     /// gets back the keys it made (``wrap(_:epoch:for:by:account:)`` with itself as recipient).
+    ///
+    /// A device revoked since still counts as the sender of a key of an epoch it
+    /// held as a member (``Roster/lastEpoch(ofRevoked:)``): its approver wrapped
+    /// them for a joiner, and a keychain restored from before then must get them
+    /// back (refused, the whole directory entry was refused with them, forever).
+    /// It knows those keys already; a key of a later epoch from it is refused.
     /// - Throws: ``SealError`` when it was not sealed for this device by a member, or
     ///   ``CodecError`` when what is inside is not an account key of this epoch.
     public func open(with identity: DeviceIdentity, roster: Roster) throws -> AccountKey {
-        var channel = SiblingChannel(identity: identity, account: account, members: roster.members, revoked: roster.revoked)
+        let formerMembers = roster.revoked.filter { roster.lastEpoch(ofRevoked: $0).map { $0 >= epoch } ?? false }
+        var channel = SiblingChannel(
+            identity: identity, account: account, members: roster.members.union(formerMembers), revoked: roster.revoked.subtracting(formerMembers))
         let frame = try openFrame(&channel, isMember: roster.members.contains(identity.deviceID))
         var reader = ByteReader(frame)
         guard Array(try reader.readBytes(Self.label.count, "account key label")) == Self.label else {

@@ -38,6 +38,19 @@ public struct Roster: Sendable, Equatable {
     /// The number of changes: a new change is signed for this position.
     public var version: Int { changes.count }
 
+    /// The newest account key epoch `device` could hold as a member: the one its
+    /// own revocation replaced, one more than the revocations before it (epochs are
+    /// numbered by the roster, ``Membership/revoke(_:by:in:)``); `nil` when it is
+    /// not revoked.
+    public func lastEpoch(ofRevoked device: DeviceID) -> UInt32? {
+        var before: UInt32 = 0
+        for change in changes where change.action == .revoke {
+            if change.device == device { return before + 1 }
+            before += 1
+        }
+        return nil
+    }
+
     /// The Ed25519 key a member signs roster changes with.
     public func signingKey(of device: DeviceID) -> [UInt8]? { signingKeys[device] }
 
