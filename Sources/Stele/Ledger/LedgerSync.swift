@@ -192,12 +192,19 @@ public final class LedgerSync {
                     // and the replay never mentions, was deleted and its tombstone collected once
                     // every device had it (HUB-API `410 history_compacted`): a live one is read back
                     // (a 404 deletes it from the store unless a later edit stands), a tombstone stays.
-                    // What the rewound hub does not hold at all is sent again by the next pass.
+                    // What the rewound hub does not hold at all is sent again by the next pass,
+                    // and has no seq in its history: one kept from the history thrown away
+                    // could fall inside what a later restore holds, and the version be read
+                    // back, found absent and taken for a collected delete (seed 150096: a
+                    // tombstone nobody asked for). A stamp marked unsent before carries no seq.
                     let common = try ledger.meta("replay_common", connection).asInteger ?? 0
                     try connection.execute(
-                        "INSERT OR IGNORE INTO ledger_refetch (kind, id) SELECT kind, id FROM ledger_stamps WHERE seen = 0 AND seq > 0 AND seq <= ? AND fingerprint IS NOT NULL",
-                        [.integer(common)])
-                    try connection.execute("UPDATE ledger_stamps SET unsent = 1 WHERE seen = 0 AND NOT (seq > 0 AND seq <= ?)", [.integer(common)])
+                        """
+                        INSERT OR IGNORE INTO ledger_refetch (kind, id) SELECT kind, id FROM ledger_stamps
+                        WHERE seen = 0 AND unsent = 0 AND seq > 0 AND seq <= ? AND fingerprint IS NOT NULL
+                        """, [.integer(common)])
+                    try connection.execute(
+                        "UPDATE ledger_stamps SET unsent = 1, seq = 0 WHERE seen = 0 AND NOT (unsent = 0 AND seq > 0 AND seq <= ?)", [.integer(common)])
                     try ledger.setMeta("epoch", ledger.meta("replay_epoch", connection), connection)
                     try ledger.setMeta("cursor", ledger.meta("replay_history", connection), connection)
                     if try ledger.meta("adopting", connection).asInteger == 1 { try ledger.finishAdoption(connection) }
