@@ -301,6 +301,12 @@ public final class MirrorOracle {
         checkIntents(hubRecords, truth.members)
     }
 
+    /// The order at which the hub first applied `mutation`'s version (the same record, op and
+    /// time), under any mutation id: `applied` is in order, so the first match is the earliest.
+    private func firstApplication(of mutation: Applied) -> Int {
+        applied.first { $0.kind == mutation.kind && $0.id == mutation.id && $0.op == mutation.op && $0.modifiedAt == mutation.modifiedAt }?.order ?? mutation.order
+    }
+
     /// Each applied mutation is reflected in the hub's final state or superseded by a newer write.
     private func checkIntents(_ records: [String: (payload: [UInt8]?, modifiedAt: Int64)], _ members: Set<[String]>) {
         // The last applied payload op of each record, and the last applied delta of each member.
@@ -333,8 +339,11 @@ public final class MirrorOracle {
             case "delete":
                 lastDelete[record] = mutation
                 // A write a user asked for after the delete supersedes it (even if that write was lost to a disaster after).
+                // After the delete was first applied, not after this application: a client sends the same
+                // tombstone again under a new mutation id once a restored hub lost it (a ledger reset, a
+                // replay), and a write asked for in between came after the delete all the same (seed 153017).
                 if let final, final.payload != nil, final.modifiedAt <= mutation.modifiedAt, !destroyedEverywhere(mutation),
-                    !intendedAfter(Target(kind: mutation.kind, id: mutation.id), mutation.order)
+                    !intendedAfter(Target(kind: mutation.kind, id: mutation.id), firstApplication(of: mutation))
                 {
                     resurrections += 1
                     findings.append("\(record), deleted by \(mutation.mutation) at \(mutation.modifiedAt), is live again at \(final.modifiedAt)")
