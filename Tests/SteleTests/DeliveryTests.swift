@@ -353,6 +353,32 @@ import TestSupport
         #expect(!world.phoneNode.hasDeliveryWaitingOutATurn)
     }
 
+    /// A device new on one contact's roster gets at once what went to every device
+    /// of that contact, and nothing of another contact's conversation goes again.
+    @Test func aDeviceJoiningOneContactsRosterSendsAgainOnlyThatContactsConversation() throws {
+        var world = try Self.world(siblings: false)
+        let carol = Fixtures.account(3)
+        let carolPhone = Fixtures.device(31)
+        let talk = try world.phone.conversation("talk", with: carol)
+        let bobRoster = ContactRoster(account: Self.bob, members: [world.bobPhone.device])
+        _ = world.phoneNode.handle(.contactsChanged([bobRoster, ContactRoster(account: carol, members: [carolPhone])]))
+        _ = world.phoneNode.handle(.start)
+        let m1 = try world.chat.post("m1", body: "to bob".bytes, author: "ana")
+        let t1 = try talk.post("t1", body: "to carol".bytes, author: "ana")
+        _ = world.phoneNode.handle(.localChange)
+        #expect(Self.ops(world.phoneNode.handle(.timer(.changeDebounce))) == [world.bobPhone.device: [m1], carolPhone: [t1]])
+        let retry = FleetConfiguration().deliveryRetryMilliseconds
+        #expect(Self.ops(world.phoneNode.handle(.timer(.outbox), at: retry)) == [world.bobPhone.device: [m1], carolPhone: [t1]])
+        // Carol's tablet joins: t1 goes to both her devices at once; m1 waits out its interval.
+        let carolTablet = Fixtures.device(32)
+        let joined = world.phoneNode.handle(
+            .contactsChanged([bobRoster, ContactRoster(account: carol, members: [carolPhone, carolTablet])]), at: retry + 1)
+        #expect(Self.ops(joined) == [carolPhone: [t1], carolTablet: [t1]])
+        // At the interval's end both go again, each to its contact's devices.
+        #expect(Self.ops(world.phoneNode.handle(.timer(.outbox), at: 2 * retry)) == [world.bobPhone.device: [m1]])
+        #expect(Self.ops(world.phoneNode.handle(.timer(.outbox), at: 2 * retry + 1)) == [carolPhone: [t1], carolTablet: [t1]])
+    }
+
     /// Both orders: Bob's acknowledgement of the laptop's receipt reaches the
     /// phone (through the laptop) within the laptop's turn, and the phone never
     /// sends the receipt; or it does not, and the receipt goes from the phone to

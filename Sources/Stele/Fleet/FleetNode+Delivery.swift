@@ -28,6 +28,7 @@ extension FleetNode {
     /// contact's device are opened with the contact channel; ops the
     /// conversations owe a contact are delivered to every device on its roster.
     mutating func onContactsChanged(_ rosters: [ContactRoster]) -> [FleetOutput] {
+        let before = contacts
         contacts = Dictionary(rosters.filter { $0.account != replica.account }.map { ($0.account, $0) }, uniquingKeysWith: { _, last in last })
         if let identity = channel?.identity {
             var channels: [AccountID: SiblingChannel] = [:]
@@ -40,7 +41,11 @@ extension FleetNode {
             }
             contactChannels = channels
         }
-        delivery.onContactsChanged(Set(contacts.values.flatMap(\.members)))
+        // A device new on a contact's roster gets at once what went to every device of that
+        // contact, in its conversations only (the conversations unread: in every one).
+        let gained = Set(contacts.filter { !$0.value.members.isSubset(of: before[$0.key]?.members ?? []) }.keys)
+        let widened = gained.isEmpty ? [] : (try? replica.conversations()).map { Set($0.filter { gained.contains($0.contact) }.map(\.name)) }
+        delivery.onContactsChanged(Set(contacts.values.flatMap(\.members)), widened: widened)
         return attemptDeliveries()
     }
 
