@@ -273,8 +273,18 @@ extension HubService {
             let missing = HubRefusal.notFound("record \(kind)/\(id.prefix(80)) is not on the hub (absent, or deleted)")
             switch request.method {
             case "GET":
-                guard let found = try record(account, kind: kind, id: id, sql), !found.isTombstone else { throw missing }
-                return (HubJSON.response(found.json), false)
+                // The history's epoch rides along (`Stele-Hub-Epoch`): a 404 says "absent, or a
+                // tombstone", and a client whose cursor is of another epoch (the hub was put back
+                // from a backup since) must not take it for a delete (seed 174011).
+                let epoch = try epoch(sql)
+                guard let found = try record(account, kind: kind, id: id, sql), !found.isTombstone else {
+                    var refusal = missing
+                    refusal.headers["Stele-Hub-Epoch"] = epoch
+                    throw refusal
+                }
+                var response = HubJSON.response(found.json)
+                response.headers["Stele-Hub-Epoch"] = epoch
+                return (response, false)
             case "PUT":
                 let body = try HubJSON.object(request.body)
                 let payload = try body.bytes("payload")

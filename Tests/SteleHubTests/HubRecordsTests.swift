@@ -460,6 +460,22 @@ import TestSupport
 
     // MARK: - Single records
 
+    /// A single record's read tells the history's epoch (`Stele-Hub-Epoch`), found or
+    /// not: a 404 of another epoch than a client's cursor is no delete (seed 174011).
+    @Test(arguments: Backend.allCases) func aSingleRecordsReadTellsTheHistorysEpoch(_ backend: Backend) throws {
+        let a = try Account(backend)
+        let first = try #require(a.hub.call("GET", "\(a.base)/records/changes?since=0", token: a.token).json["epoch"] as? String)
+        let absent = a.get("note", "x")
+        #expect(absent.status == 404 && absent.headers["Stele-Hub-Epoch"] == first)
+        a.push([Self.put("x", "v", at: 1)])
+        let found = a.get("note", "x")
+        #expect(found.status == 200 && found.headers["Stele-Hub-Epoch"] == first)
+        let next = try a.hub.storage.transaction { sql in try HubService.startNewEpoch(now: a.hub.now, sql) }
+        #expect(a.get("note", "x").headers["Stele-Hub-Epoch"] == next.current)
+        let gone = a.get("note", "y")
+        #expect(gone.status == 404 && gone.headers["Stele-Hub-Epoch"] == next.current)
+    }
+
     @Test(arguments: Backend.allCases) func singleRecordsReadWriteAndDelete(_ backend: Backend) throws {
         let a = try Account(backend)
         let path = "\(a.base)/records/note/\("a b/c".addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")"

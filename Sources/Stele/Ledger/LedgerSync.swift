@@ -37,10 +37,14 @@ public final class LedgerSync {
     public func nextDueTime() throws -> Int64? { try ledger.nextDueTime() }
 
     /// The next pull request: a record to read again, else a page of the replay
-    /// while one runs, else a page of changes since the cursor.
+    /// while one runs, else a page of changes since the cursor. A read of one record
+    /// answered in another epoch than the cursor's (`pull_first`) waits for a page
+    /// of changes: its 409 starts the replay that settles every record.
     public func nextPull(waitSeconds: Int = 0) throws -> MirrorRequest {
         let connection = try ledger.database()
-        if let (kind, id) = try connection.queryFirst("SELECT kind, id FROM ledger_refetch ORDER BY kind, id LIMIT 1", [], { ($0.text(0), $0.text(1)) }) {
+        if try ledger.meta("pull_first", connection).asInteger != 1,
+            let (kind, id) = try connection.queryFirst("SELECT kind, id FROM ledger_refetch ORDER BY kind, id LIMIT 1", [], { ($0.text(0), $0.text(1)) })
+        {
             return MirrorRequest(
                 purpose: .fetch(kind: kind, id: id), method: "GET", path: "records/\(MirrorSync.escaped(kind))/\(MirrorSync.escaped(id))", body: [], waitSeconds: 0)
         }
@@ -131,6 +135,7 @@ public final class LedgerSync {
                 let reached = current.epoch == page.epoch ? max(current.historyID, page.next) : page.next
                 try ledger.setMeta("cursor", .integer(reached), connection)
                 try ledger.setMeta("epoch", .text(page.epoch), connection)
+                try connection.execute("DELETE FROM ledger_meta WHERE name = 'pull_first'")
                 // The first whole download after a reset is over: the passes compare again.
                 if !page.more, try ledger.meta("adopting", connection).asInteger == 1 { try ledger.finishAdoption(connection) }
             }
@@ -158,6 +163,10 @@ public final class LedgerSync {
             // again what the hub lacks, then go on from the hub's history id.
             try ledger.write(connection) {
                 try connection.execute("UPDATE ledger_stamps SET seen = 0 WHERE seen <> 0")
+                // Reads of single records asked for in the history left behind: the replay
+                // brings every record's latest version, and judges the stamps it does not mention.
+                try connection.execute("DELETE FROM ledger_refetch")
+                try connection.execute("DELETE FROM ledger_meta WHERE name = 'pull_first'")
                 try ledger.setMeta("replay_mode", .text("rewind"), connection)
                 try ledger.setMeta("replay_after", .text(""), connection)
                 try ledger.setMeta("replay_epoch", .text(rewound.epoch), connection)
@@ -227,6 +236,14 @@ public final class LedgerSync {
         let connection = try ledger.database()
         let done = { (connection: Connection) in
             try connection.execute("DELETE FROM ledger_refetch WHERE kind = ? AND id = ?", [.text(kind), .text(id)])
+        }
+        // Answered in another epoch than the cursor's: the hub was put back from a backup
+        // since, and neither a copy nor a 404 (absent, or a tombstone) of this history
+        // says what won in the one the read was asked for. The changes come first.
+        if let epoch = MirrorSync.hubEpoch(reply), let mine = try ledger.meta("epoch", connection).asText, epoch != mine {
+            try ledger.write(connection) { try ledger.setMeta("pull_first", .integer(1), connection) }
+            // Nothing was read, and the pull goes on (to the changes, then the replay).
+            return .fetched(changed: 0)
         }
         switch reply {
         case .unreachable(let why), .lost(let why):

@@ -129,6 +129,12 @@ public final class MirrorSync {
         }
     }
 
+    /// The history epoch an answer carries (`Stele-Hub-Epoch`, on a single record's read), if it does.
+    static func hubEpoch(_ reply: MirrorReply) -> String? {
+        guard case .answer(let answer) = reply else { return nil }
+        return answer.headers["stele-hub-epoch"]
+    }
+
     /// The hub's clock an answer carries (`Stele-Hub-Time`), if it does.
     static func hubTime(_ reply: MirrorReply) -> Int64? {
         guard case .answer(let answer) = reply, let text = answer.headers["stele-hub-time"] else { return nil }
