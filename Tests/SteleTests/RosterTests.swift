@@ -234,9 +234,12 @@ import TestSupport
         #expect(throws: SealError.tampered(sender: phone.deviceID)) {
             _ = try WrappedAccountKey(account: account, epoch: 2, recipient: phone.deviceID, sealed: damaged).open(with: phone, roster: roster)
         }
-        // Revoked, the device no longer opens its own copy: it is refused by name.
+        // Revoked, the device no longer opens its own copy: it is refused by name, of an
+        // epoch it held as a member too (a revoked wrapper counts for others, never for itself).
+        let ownFirst = try WrappedAccountKey.wrap(key, epoch: 1, for: phone.deviceID, by: phone, account: account)
         try roster.append(try RosterChange.revocation(of: phone.deviceID, by: laptop, account: account, index: 2))
         #expect(throws: SealError.revokedSender(phone.deviceID)) { _ = try own.open(with: phone, roster: roster) }
+        #expect(throws: SealError.revokedSender(phone.deviceID)) { _ = try ownFirst.open(with: phone, roster: roster) }
     }
 }
 

@@ -121,7 +121,8 @@ public struct WrappedAccountKey: Sendable, Equatable {
     /// - Throws: ``SealError`` when it was not sealed for this device by a member, or
     ///   ``CodecError`` when what is inside is not an account key of this epoch.
     public func open(with identity: DeviceIdentity, roster: Roster) throws -> AccountKey {
-        let formerMembers = roster.revoked.filter { roster.lastEpoch(ofRevoked: $0).map { $0 >= epoch } ?? false }
+        // Never the opening device itself: once revoked, its own copy is refused by name.
+        let formerMembers = roster.revoked.filter { $0 != identity.deviceID && (roster.lastEpoch(ofRevoked: $0).map { $0 >= epoch } ?? false) }
         var channel = SiblingChannel(
             identity: identity, account: account, members: roster.members.union(formerMembers), revoked: roster.revoked.subtracting(formerMembers))
         let frame = try openFrame(&channel, isMember: roster.members.contains(identity.deviceID))
