@@ -88,8 +88,6 @@ struct DeliveryGate {
     private var owed: [String: [MessageOpID: (since: Int64, reach: Reach)]] = [:]
     /// When (monotonic) each contact's device was last heard from.
     private var contactHeardAt: [DeviceID: Int64] = [:]
-    /// Every device of every contact, as ``onContactsChanged(_:widened:)`` last gave them.
-    private var contactDevices: Set<DeviceID> = []
 
     /// What counts as shared with siblings in `conversation`: ops made after it exist here only.
     func shared(_ conversation: String) -> Int64 {
@@ -186,18 +184,15 @@ struct DeliveryGate {
         contactHeardAt[device] = now
     }
 
-    /// The contacts' devices are now `devices`: the others are forgotten. When
-    /// one is new, whatever went to every device in the conversations `widened`
-    /// (those with the contact it joined; `nil`: not known, every one) goes again
-    /// at the next try, so that it reaches the new one without waiting out a retry.
+    /// The contacts' devices are now `devices`: the others are forgotten. In the
+    /// conversations `widened` (those with a contact whose roster gained a device;
+    /// `nil`: not known, every one), whatever went to every device goes again at
+    /// the next try, so that it reaches the new one without waiting out a retry.
     mutating func onContactsChanged(_ devices: Set<DeviceID>, widened: Set<String>?) {
         contactHeardAt = contactHeardAt.filter { devices.contains($0.key) }
-        if !devices.isSubset(of: contactDevices) {
-            for (conversation, ops) in owed where widened?.contains(conversation) ?? true {
-                for (op, noted) in ops where noted.reach.isEveryone { owed[conversation]?[op]?.reach = .one }
-            }
+        for (conversation, ops) in owed where widened?.contains(conversation) ?? true {
+            for (op, noted) in ops where noted.reach.isEveryone { owed[conversation]?[op]?.reach = .one }
         }
-        contactDevices = devices
     }
 
     /// What waited in `conversation` went out, or nothing is owed there any more (waiting → open).
