@@ -301,10 +301,19 @@ public final class MirrorOracle {
         checkIntents(hubRecords, truth.members)
     }
 
-    /// The order at which the hub first applied `mutation`'s version (the same record, op and
-    /// time), under any mutation id: `applied` is in order, so the first match is the earliest.
-    private func firstApplication(of mutation: Applied) -> Int {
-        applied.first { $0.kind == mutation.kind && $0.id == mutation.id && $0.op == mutation.op && $0.modifiedAt == mutation.modifiedAt }?.order ?? mutation.order
+    /// One version of a record, as the hub applied it under any mutation id.
+    private struct AppliedVersion: Hashable {
+        let kind, id, op: String
+        let modifiedAt: Int64
+        init(_ mutation: Applied) { (kind, id, op, modifiedAt) = (mutation.kind, mutation.id, mutation.op, mutation.modifiedAt) }
+    }
+
+    /// The order at which the hub first applied each version: `applied` is in order,
+    /// so the first one met is the earliest.
+    private var firstApplications: [AppliedVersion: Int] {
+        var first: [AppliedVersion: Int] = [:]
+        for mutation in applied where first[AppliedVersion(mutation)] == nil { first[AppliedVersion(mutation)] = mutation.order }
+        return first
     }
 
     /// Each applied mutation is reflected in the hub's final state or superseded by a newer write.
@@ -312,6 +321,7 @@ public final class MirrorOracle {
         // The last applied payload op of each record, and the last applied delta of each member.
         var lastMemberOp: [String: Applied] = [:]
         var lastDelete: [String: Applied] = [:]
+        let firstApplication = firstApplications
         for mutation in applied {
             let record = "\(mutation.kind) \(mutation.id)"
             let final = records[record]
@@ -343,7 +353,7 @@ public final class MirrorOracle {
                 // tombstone again under a new mutation id once a restored hub lost it (a ledger reset, a
                 // replay), and a write asked for in between came after the delete all the same (seed 153017).
                 if let final, final.payload != nil, final.modifiedAt <= mutation.modifiedAt, !destroyedEverywhere(mutation),
-                    !intendedAfter(Target(kind: mutation.kind, id: mutation.id), firstApplication(of: mutation))
+                    !intendedAfter(Target(kind: mutation.kind, id: mutation.id), firstApplication[AppliedVersion(mutation)] ?? mutation.order)
                 {
                     resurrections += 1
                     findings.append("\(record), deleted by \(mutation.mutation) at \(mutation.modifiedAt), is live again at \(final.modifiedAt)")
