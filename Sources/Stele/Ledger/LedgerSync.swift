@@ -163,10 +163,6 @@ public final class LedgerSync {
             // again what the hub lacks, then go on from the hub's history id.
             try ledger.write(connection) {
                 try connection.execute("UPDATE ledger_stamps SET seen = 0 WHERE seen <> 0")
-                // Reads of single records asked for in the history left behind: the replay
-                // brings every record's latest version, and judges the stamps it does not mention.
-                try connection.execute("DELETE FROM ledger_refetch")
-                try connection.execute("DELETE FROM ledger_meta WHERE name = 'pull_first'")
                 try ledger.setMeta("replay_mode", .text("rewind"), connection)
                 try ledger.setMeta("replay_after", .text(""), connection)
                 try ledger.setMeta("replay_epoch", .text(rewound.epoch), connection)
