@@ -206,7 +206,18 @@ public final class SimulatedHub {
 
     // MARK: - Statements
 
+    /// Carries out a hub statement; a client's user write counts as an operation
+    /// of the run (``Simulation/Statistics/clientOperations``).
     func apply(_ statement: HubStatement) throws {
+        try carryOut(statement)
+        if let write = statement.userWrite {
+            simulation.statistics.operations += 1
+            simulation.statistics.clientOperations += 1
+            if write == .delete { simulation.statistics.deletes += 1 }
+        }
+    }
+
+    private func carryOut(_ statement: HubStatement) throws {
         switch statement {
         case .start:
             break
@@ -370,6 +381,18 @@ public final class SimulatedHub {
 }
 
 extension HubStatement {
+    /// What a client's user wrote, if the statement is a write: the simulation
+    /// counts it as an operation (``Simulation/Statistics/clientOperations``).
+    enum UserWrite { case write, delete }
+
+    var userWrite: UserWrite? {
+        switch self {
+        case .put, .member, .groupMember, .appWrite(_, _, _, .some): .write
+        case .delete, .appWrite(_, _, _, nil): .delete
+        default: nil
+        }
+    }
+
     /// The client a statement is about, if any.
     var client: String? {
         switch self {

@@ -16,8 +16,14 @@ public final class Simulation {
     public struct Statistics: Sendable, Equatable {
         public var frames = 0
         public var bytes = 0
+        /// Writes made: by the fleet's devices (the workload), and by the hub's
+        /// clients (``clientOperations`` of them).
         public var operations = 0
         public var deletes = 0
+        /// The writes a mirror or ledger client's user made (a put, a delete, a set
+        /// member added or removed, an app's write), counted in ``operations`` too;
+        /// their syncs, retries and resets are no writes, and are not counted.
+        public var clientOperations = 0
         /// Faults injected, by kind (`loss`, `dup`, `crash`, `restore`, ...).
         public var faults: [String: Int] = [:]
         /// Frames that were in flight to a device when it crashed or was restored, and were lost.

@@ -46,7 +46,9 @@ public struct SimulationRun {
     /// What one run found.
     public struct Outcome: Sendable {
         public let seed: UInt64
+        /// Writes: the fleet's devices' and the hub's clients' (``clientOperations`` of them).
         public var operations = 0
+        public var clientOperations = 0
         public var deletes = 0
         public var frames = 0
         public var faults: [String: Int] = [:]
@@ -300,6 +302,7 @@ public struct SimulationRun {
             outcome.findings += oracle.findings
         }
         outcome.operations = simulation.statistics.operations
+        outcome.clientOperations = simulation.statistics.clientOperations
         outcome.deletes = simulation.statistics.deletes
         outcome.frames = simulation.statistics.frames
         outcome.faults = simulation.statistics.faults

@@ -4,8 +4,10 @@ import Stele
 /// The totals of many runs, as `stele simulate` prints them.
 public struct SimulationSummary: Sendable, Codable {
     public var runs = 0
-    /// Workload writes the devices made, across every run.
+    /// Workload writes made across every run: by the fleet's devices, and by the
+    /// hub's mirror and ledger clients (``clientOperations`` of them).
     public var operations = 0
+    public var clientOperations = 0
     /// Wall-clock seconds the runs took, set by whoever timed them (`stele simulate`).
     public var wallSeconds: Double = 0
     public var deletes = 0
@@ -52,6 +54,7 @@ public struct SimulationSummary: Sendable, Codable {
         var collections: [Int64] = []
         for outcome in outcomes {
             operations += outcome.operations
+            clientOperations += outcome.clientOperations
             deletes += outcome.deletes
             frames += outcome.frames
             for (kind, count) in outcome.faults { faults[kind, default: 0] += count }
@@ -101,7 +104,7 @@ public struct SimulationSummary: Sendable, Codable {
         func seconds(_ milliseconds: Int64?) -> String { milliseconds.map { String(format: "%.1f s", Double($0) / 1_000) } ?? "-" }
         var lines = [
             "runs                \(runs)",
-            "operations          \(operations) (\(deletes) deletes)",
+            "operations          \(operations) (\(deletes) deletes)" + (clientOperations > 0 ? ", \(clientOperations) of them by hub clients" : ""),
             "mirror mutations    \(mirrorMutations) applied by the hub, \(mirrorFailures) oracle findings",
             "frames              \(frames)",
             String(format: "wall time           %.1f s (%.0f operations/s)", wallSeconds, wallSeconds > 0 ? Double(operations) / wallSeconds : 0),

@@ -154,6 +154,41 @@ import TestSupport
         #expect(runner.simulation.eventLogHash == outcome.eventLogHash)
     }
 
+    /// A hub client's user writes are operations of the run (issue 22: a hub run
+    /// counted its fleet's writes only); its syncs, retries and resets are not.
+    @Test func aHubClientsWritesAreCountedAsOperationsAndItsSyncsAreNot() throws {
+        let runner = try ScenarioRunner(
+            scenario: try ScenarioParser.parse(
+                """
+                fleet phone
+                namespace notes causal
+                hub
+                client laptop
+                client shop ledger
+                phone put notes k "v"
+                laptop put mail m1 "one"
+                laptop add mail m1 labels INBOX
+                laptop delete mail m1
+                laptop sync
+                laptop retry
+                shop app put note n1 "a"
+                shop app delete note n1
+                shop sync
+                shop reset
+                """, file: "counting"))
+        try runner.run()
+        let statistics = runner.simulation.statistics
+        #expect(statistics.operations == 6)
+        #expect(statistics.clientOperations == 5)
+        #expect(statistics.deletes == 2)
+
+        var options = Self.options(devices: 2, steps: 200)
+        options.clients = 1
+        options.ledgerClients = 1
+        let outcome = try SimulationRun.run(seed: 9, options: options)
+        #expect(outcome.clientOperations > 0 && outcome.operations > outcome.clientOperations)
+    }
+
     /// `expect hub clients agree` fails when a client reads otherwise than the
     /// hub: here a put still in its queue, never flushed.
     @Test func theHubClientsJudgementFailsOnAClientThatReadsOtherwise() throws {
