@@ -116,12 +116,16 @@ extension Oracle {
     }
 
     func checkLog(_ namespace: String, _ operations: [Operation], _ devices: [(name: String, replica: Replica)]) {
-        let buried = Set(operations.compactMap { op -> String? in if case .bury = op.kind { return op.key } else { return nil } })
+        // A group's events are buried by a bury of their life of the group; an
+        // earlier life ended with a bury the barrier collected (``reusedFrom``).
+        let buried = Set(operations.compactMap { op -> String? in
+            if case .bury = op.kind, op.id >= lifeStart(namespace, op.key) { return op.key } else { return nil }
+        })
         var expected: [EventID: String] = [:]
         var buriedEvents: [EventID: String] = [:]
         for op in operations {
             guard case .append(let id) = op.kind else { continue }
-            if buried.contains(op.key) { buriedEvents[id] = op.key } else { expected[id] = op.key }
+            if buried.contains(op.key) || op.id < lifeStart(namespace, op.key) { buriedEvents[id] = op.key } else { expected[id] = op.key }
         }
         // In the order of the ids as text, worked out once for every device.
         let ordered = expected.map { (text: $0.key.description, id: $0.key, group: $0.value) }.sorted { $0.text < $1.text }
@@ -145,7 +149,10 @@ extension Oracle {
     /// collected, absent, and keeps no body on disk.
     func checkMessages(_ namespace: String, _ operations: [Operation], _ devices: [(name: String, replica: Replica)]) {
         var byMessage: [String: [MessageOp]] = [:]
-        for operation in operations { if case .message(let op) = operation.kind { byMessage[operation.key, default: []].append(op) } }
+        // A message is judged by the ops of its id's current life (``reusedFrom``).
+        for operation in operations where operation.id >= lifeStart(namespace, operation.key) {
+            if case .message(let op) = operation.kind { byMessage[operation.key, default: []].append(op) }
+        }
         var messages = Set(byMessage.keys)
         for device in devices {
             messages.formUnion(read(device.name, "the messages of \(namespace)") { try device.replica.messages(namespace).messages().map(\.message) } ?? [])

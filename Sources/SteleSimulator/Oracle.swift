@@ -78,6 +78,15 @@ public final class Oracle {
     var landedKnowledge: [(mark: Int, knowledge: Knowledge)] = []
     /// The deletes recorded of each message ("namespace|message"), by operation index.
     var messageDeletes: [String: [Int]] = [:]
+    /// Names used again after a collection freed them ("namespace|group" of a
+    /// log, "namespace|message"): the index of the first operation of the name's
+    /// current life. Once the barrier has collected a group's marker the same
+    /// name starts a new group (docs/scenarios.md `D bury`), and once it has
+    /// collected a deleted message its id may be posted again: the operations
+    /// before it are of a life that ended, buried or deleted and collected.
+    var reusedFrom: [String: Int] = [:]
+    /// What can end a name's life, by "namespace|key": a group's buries, a message's ops (operation indexes).
+    var lifeEnders: [String: [Int]] = [:]
     /// How many times an operation was forgotten (``erase(_:)``).
     var erasures = 0
 
@@ -100,8 +109,16 @@ public final class Oracle {
     ///   refuse (a second appendOnly write, an append to a buried group) happens
     ///   nowhere and is not recorded.
     /// - Returns: the rule's refusal, if the rules refused the write.
+    /// - Parameter freed: for an append or a post, whether no store of the
+    ///   account (nor of the contact, in a conversation) held a marker of the
+    ///   group or any op of the message before it was made: the name starts a
+    ///   new life if its last one ended (``reusedFrom``). Asked only then.
     @discardableResult
-    public func perform(_ operation: WorkloadOperation, on replica: Replica, deviceName: String, time: Int64) throws -> ReplicaError? {
+    public func perform(
+        _ operation: WorkloadOperation, on replica: Replica, deviceName: String, time: Int64, freed: (() -> Bool)? = nil
+    ) throws -> ReplicaError? {
+        // Before the write: the writer's own store is among those asked.
+        let nameFreed = endedLife(of: operation) && (freed?() ?? false)
         let written: WorkloadOperation.Written
         do {
             written = try operation.write(on: replica, author: deviceName)
@@ -127,9 +144,28 @@ public final class Oracle {
         case let .message(_, _, op): kind = .message(op)
         }
         let (namespace, key) = written.place
+        if nameFreed { reusedFrom["\(namespace)|\(key)"] = operations.count }
         noteLimit(namespace, key, kind, by: replica.device)
         record(Operation(id: operations.count, namespace: namespace, key: key, device: replica.device, deviceName: deviceName, time: time, kind: kind))
         return nil
+    }
+
+    /// The first operation of the current life of a name ("namespace|key").
+    func lifeStart(_ namespace: String, _ key: String) -> Int { reusedFrom["\(namespace)|\(key)"] ?? 0 }
+
+    /// Whether an append or a post aims at a name whose current life may have
+    /// ended: a bury of the group, or any op of the message, recorded in it and
+    /// not forgotten. Only then is ``perform(_:on:deviceName:time:freed:)``'s
+    /// `freed` asked whether the stores still hold anything of it.
+    private func endedLife(of operation: WorkloadOperation) -> Bool {
+        let place: String
+        switch operation {
+        case let .append(namespace, group, _): place = "\(namespace)|\(group)"
+        case let .post(namespace, message, _): place = "\(namespace)|\(message)"
+        default: return false
+        }
+        let first = reusedFrom[place] ?? 0
+        return (lifeEnders[place] ?? []).contains { $0 >= first && !operations[$0].erased }
     }
 
     /// `device`'s replica and its key store were both restored from an old
@@ -175,6 +211,10 @@ public final class Oracle {
     }
 
     func record(_ operation: Operation) {
+        switch operation.kind {
+        case .bury, .message: lifeEnders["\(operation.namespace)|\(operation.key)", default: []].append(operations.count)
+        default: break
+        }
         if case .message(let op) = operation.kind, case .delete = op.action {
             messageDeletes["\(operation.namespace)|\(operation.key)", default: []].append(operations.count)
         }
@@ -183,7 +223,7 @@ public final class Oracle {
 
     /// The first delete for everyone of a message, if one was made: when (virtual time) and by which device.
     func deletedForEveryone(_ namespace: String, _ message: String) -> (time: Int64, device: String)? {
-        operations.first { operation in
+        operations[lifeStart(namespace, message)...].first { operation in
             guard !operation.erased, operation.namespace == namespace, operation.key == message, case .message(let op) = operation.kind else { return false }
             return op.action == .delete(.everyone)
         }.map { ($0.time, $0.deviceName) }
@@ -369,7 +409,14 @@ public final class Oracle {
                 // A complete snapshot lacking the event says nothing: the event may
                 // never have reached the fleet (made after its device acked, say), and
                 // if its group was buried the bury is what the oracle goes by.
-                return store.hasEvent(operation.namespace, id) || store.isBuried(operation.namespace, operation.key)
+                guard !store.hasEvent(operation.namespace, id) else { return true }
+                // A marker of an earlier life of the group buries nothing of this one.
+                let first = lifeStart(operation.namespace, operation.key)
+                guard first > 0 else { return store.isBuried(operation.namespace, operation.key) }
+                return operations[first...].contains { later in
+                    guard later.namespace == operation.namespace, later.key == operation.key, case .bury(let marker) = later.kind else { return false }
+                    return store.hasEvent(operation.namespace, marker)
+                }
             case .bury(let marker):
                 return store.hasEvent(operation.namespace, marker) || store.isComplete
             case .appendOnly(_, let stamp):
@@ -392,7 +439,8 @@ public final class Oracle {
 
     /// Whether a delete of the message (for me or for everyone) is among the operations that happened.
     func isDeleted(_ namespace: String, _ message: String) -> Bool {
-        (messageDeletes["\(namespace)|\(message)"] ?? []).contains { !operations[$0].erased }
+        let first = lifeStart(namespace, message)
+        return (messageDeletes["\(namespace)|\(message)"] ?? []).contains { $0 >= first && !operations[$0].erased }
     }
 
     /// Whether `history` has seen everything `write` had seen.

@@ -20,7 +20,8 @@ extension Simulation {
         lastRefusal = nil
         do {
             // A contact's writes reach the own account's oracle when they land on its devices.
-            lastRefusal = try (device.contact == nil ? oracle : contactOracle).perform(operation, on: device.replica, deviceName: name, time: now)
+            lastRefusal = try (device.contact == nil ? oracle : contactOracle).perform(
+                operation, on: device.replica, deviceName: name, time: now, freed: { self.nameFreed(by: operation, on: device) })
             if lastRefusal?.code == .messageMissing { return true }
             // The fleet refuses a revoked device's writes: they are no one's to keep.
             if device.isRevoked { forgetOperationsLost() }
@@ -35,6 +36,28 @@ extension Simulation {
             lastFailure = "\(error)"
             return false
         }
+    }
+
+    /// Whether no store holds anything of the name an append or a post uses: no
+    /// marker of the group on any device of the writer's account, no op of the
+    /// message on any device of the account or, in a conversation, of the
+    /// contact's. A store that cannot be read counts as holding it. Revoked
+    /// devices are left out: nothing they hold reaches the fleet.
+    func nameFreed(by operation: WorkloadOperation, on writer: SimulatedDevice) -> Bool {
+        let holders: [SimulatedDevice]
+        let holds: (Replica) throws -> Bool
+        switch operation {
+        case let .append(namespace, group, _):
+            holders = everyDevice.filter { !$0.isRevoked && $0.account == writer.account }
+            holds = { try $0.log(namespace).isBuried(group) }
+        case let .post(namespace, message, _):
+            let contact = ((try? writer.replica.conversations()) ?? []).first { $0.name == namespace }?.contact
+            holders = everyDevice.filter { !$0.isRevoked && ($0.account == writer.account || $0.account == contact) }
+            holds = { !(try $0.messages(namespace).ops(of: message)).isEmpty }
+        default:
+            return false
+        }
+        return observing { holders.allSatisfy { (try? holds($0.replica)) == false } }
     }
 
     /// The devices, of any account, whose conversations still owe a delivery, and how many messages.

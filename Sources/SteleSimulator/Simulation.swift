@@ -188,12 +188,13 @@ public final class Simulation {
     }
 
     /// Allows or forbids barrier rounds on every device (`gc on` / `gc off`).
-    /// Switching it on prompts every online device to look for a round at once.
+    /// Switching it on prompts every online device to look for a round at once,
+    /// the contacts' devices too (they held rounds back alike).
     public func setCollection(_ allowed: Bool) {
         let switchedOn = allowed && !configuration.collects
         configuration.collects = allowed
         for device in everyDevice { device.driver.setConfiguration(configuration) }
-        if switchedOn { for device in devices where device.isOnline { device.driver.nudge() } }
+        if switchedOn { for device in everyDevice where !device.isRevoked && device.isOnline { device.driver.nudge() } }
     }
 }
 

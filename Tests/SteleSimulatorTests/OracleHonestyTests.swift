@@ -79,6 +79,36 @@ import TestSupport
 
     // MARK: - Accepting the right outcome, catching the real failure
 
+    /// A group name used again after its marker was collected starts a new group
+    /// (``Oracle/reusedFrom``): no resurrection. The oracle still catches the
+    /// failure the leniency could hide: the collected marker held again (what a
+    /// recovery from the anchor did before it dropped the round's tombstones)
+    /// buries the new group, a lost write.
+    @Test func aCollectedMarkerHeldAgainBuriesTheNewGroupAndIsALostWrite() throws {
+        let simulation = try Simulation(seed: 0)
+        try simulation.apply(.namespace("memory", .log))
+        try simulation.apply(.fleet(["phone", "laptop"]))
+        let phone = try #require(simulation.device("phone"))
+        #expect(simulation.perform("phone", .append(namespace: "memory", group: "c1", value: "old")))
+        #expect(simulation.sync() == nil)
+        #expect(simulation.perform("phone", .bury(namespace: "memory", group: "c1")))
+        let marker = try #require(try phone.replica.log("memory").events().first { $0.kind == .marker })
+        #expect(simulation.sync() == nil)
+        #expect(try phone.replica.tombstoneCounts()["memory"] == 0)
+        #expect(simulation.perform("laptop", .append(namespace: "memory", group: "c1", value: "new")))
+        #expect(simulation.sync() == nil)
+        try simulation.checkOracle()
+        #expect(simulation.oracle.resurrections == 0 && simulation.oracle.lostWrites == 0, "\(simulation.oracle.findings)")
+
+        // The broken double: the phone holds the collected marker again.
+        try phone.replica.log("memory").apply(marker)
+        phone.driver.nudge()
+        #expect(simulation.sync() == nil)
+        #expect(try phone.replica.log("memory").live().isEmpty)
+        try simulation.checkOracle()
+        #expect(simulation.oracle.lostWrites > 0, "\(simulation.oracle.findings)")
+    }
+
     /// Backups count as holders: the right outcome passes (the shipped scenario),
     /// and a store that loses the write the backup brought back is still caught.
     @Test func aWriteABackupBroughtBackIsStillJudged() throws {

@@ -184,4 +184,38 @@ import TestSupport
         // And the knowledge is remembered for recoveries this device may serve later.
         #expect(try restored.knowledge().counters[Fixtures.device(2)] >= story.snapshot.knowledge.counters[Fixtures.device(2)])
     }
+
+    /// The snapshot holds the log markers it was taken with (they are leaves). A
+    /// recovery drops those the round collected, which its knowledge covers, so
+    /// a group started again under a collected name lives on; a marker the
+    /// knowledge does not cover (a sibling's snapshot, written after its last
+    /// round) is a tombstone still held, and stays.
+    @Test func aRecoveryHoldsNoMarkerTheRoundCollectedAndKeepsOneItDidNot() throws {
+        let directory = try TemporaryDirectory("recovery-markers")
+        let clock = ManualWallClock()
+        let phone = try Fixtures.replica(in: directory, name: "phone.stele", device: Fixtures.device(1), clock: clock)
+        let laptop = try Fixtures.replica(in: directory, name: "laptop.stele", device: Fixtures.device(2), clock: clock)
+        for replica in [phone, laptop] { try RandomWorkload.declare(on: replica) }
+        try laptop.log("memory").append(group: "c1", body: "old".bytes)
+        try laptop.log("memory").append(group: "c2", body: "kept".bytes)
+        try Story.copy(laptop, to: phone)
+        let backup = directory.file("phone-backup.stele")
+        try phone.backup(to: backup)
+        clock.advance(byMilliseconds: 1_000)
+        try laptop.log("memory").bury("c1")
+        let collected = try laptop.knowledge()
+        clock.advance(byMilliseconds: 1_000)
+        try laptop.log("memory").bury("c2")
+
+        // An anchor's snapshot: its round had seen the bury of c1, not of c2.
+        let restored = try Replica.open(at: backup)
+        let outcome = try restored.recover(from: try Snapshot.take(of: laptop, generation: 1, knowledge: collected))
+        #expect(outcome.imported == 1)
+        #expect(try restored.log("memory").isBuried("c1") == false)
+        #expect(try restored.log("memory").isBuried("c2"))
+        #expect(try restored.tombstoneCounts()["memory"] == 1)
+        // The name c1 starts a new group here, and nothing buries it.
+        try restored.log("memory").append(group: "c1", body: "new".bytes)
+        #expect(try restored.log("memory").live().map(\.group) == ["c1"])
+    }
 }

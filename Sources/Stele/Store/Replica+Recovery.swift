@@ -1,3 +1,5 @@
+import SteleSQL
+
 /// What a recovery from a snapshot did (001 §7, DESIGN §6).
 public struct RecoveryOutcome: Sendable, Equatable {
     /// Records taken from the snapshot.
@@ -50,8 +52,9 @@ extension Replica {
                 let imported = snapshot.namespaces.first { $0.namespace == declaration.name }?.records ?? []
                 for record in imported { observe(record) }
                 try sync.apply(imported)
+                let collected = try dropCollectedTombstones(declaration, sync: sync, knowledge: snapshot.knowledge)
                 try sync.apply(kept)
-                outcome.imported += imported.count
+                outcome.imported += imported.count - collected
             }
             try connection.execute("UPDATE replica SET generation = ? WHERE id = 1", [.integer(Int64(snapshot.generation))])
             try recordCollectedKnowledge(snapshot.knowledge)
@@ -64,6 +67,42 @@ extension Replica {
         try rebuildDigests()
         generation = snapshot.generation
         return RecoveryOutcome(imported: outcome.imported, keptLocal: outcome.kept, dropped: outcome.dropped)
+    }
+
+    /// Drops the tombstones just imported that a round collected: those the
+    /// snapshot's knowledge covers (every member held them when it acked), which
+    /// a commit would have dropped (``collectableFilter(_:)``). Inside the
+    /// recovery's transaction, before the records kept from after the restore
+    /// are merged, while the table holds the snapshot's records only.
+    ///
+    /// An anchor's snapshot is taken just before its round drops what it
+    /// collects, so it still holds the `log` markers and deleted messages (they
+    /// are leaves) that the fleet let go of at that generation. Kept, they were
+    /// a collected tombstone back in the fleet: a marker buried a group started
+    /// again under the same name after the collection, and a deleted message
+    /// the repost of its id (docs/scenarios.md `D bury`: "Once the barrier has
+    /// collected the tombstone, the same name starts a new group"; found by a
+    /// scenario written from 001 §7). The state the fleet agreed at the
+    /// snapshot's generation holds none of them, and what this device wrote
+    /// after its restore merges on top of that state. A sibling's snapshot
+    /// holds the tombstones it still keeps: those its rounds did not cover stay.
+    /// - Returns: how many were dropped.
+    private func dropCollectedTombstones(_ declaration: NamespaceDeclaration, sync: NamespaceSync, knowledge: Knowledge) throws -> Int {
+        guard let filter = Self.collectableFilter(declaration) else { return 0 }
+        let column = declaration.kind.keyColumn
+        let keys = try connection.query("SELECT \(column) FROM \(declaration.table) WHERE \(filter) ORDER BY \(column)") { row in
+            declaration.kind == .log ? row.blob(0) : Array(row.text(0).utf8)
+        }
+        guard !keys.isEmpty else { return 0 }
+        var dropped = 0
+        for record in try sync.records(keys: keys) where knowledge.covers(record) {
+            let key: SQLValue = declaration.kind == .log ? .blob(record.sortKey) : .text(String(decoding: record.sortKey, as: UTF8.self))
+            if declaration.kind == .messages { try connection.execute("DELETE FROM \(declaration.table)_ops WHERE message = ?", [key]) }
+            try connection.execute("DELETE FROM \(declaration.table) WHERE \(column) = ? AND \(filter)", [key])
+            dropped += connection.changes
+        }
+        if dropped > 0 { tombstonesChanged(declaration) }
+        return dropped
     }
 
     /// The own counter and clock move above what the imported records carry.
