@@ -66,8 +66,9 @@ public struct JSONBody {
             throw .badRequest("the field \"\(name)\" must be an integer")
         }
         let double = number.doubleValue
-        guard double.rounded() == double, abs(double) <= 9_007_199_254_740_991 else {
-            throw .badRequest("the field \"\(name)\" must be an integer")
+        guard double.rounded() == double else { throw .badRequest("the field \"\(name)\" must be an integer, not a fraction") }
+        guard abs(double) <= 9_007_199_254_740_991 else {
+            throw .badRequest("the field \"\(name)\" is out of range: integers are at most 2^53 − 1 in magnitude")
         }
         return number.int64Value
     }

@@ -41,6 +41,10 @@ public struct HubResponse: Sendable, Equatable {
     /// Extra headers (`Content-Type` included); names as sent.
     public var headers: [String: String]
     public var body: [UInt8]
+    /// What went wrong inside the hub, for the operator's log only (`stele-hub
+    /// serve` writes it on the request's line); never sent: it may name the
+    /// database's files and statements.
+    public var detail: String?
 
     public init(status: Int, headers: [String: String] = [:], body: [UInt8] = []) {
         self.status = status

@@ -262,7 +262,7 @@ extension HubService {
         let body = try HubJSON.object(request.body)
         let epoch = try body.integer("epoch")
         let sealed = try body.bytes("sealed")
-        guard (1...Int64(UInt32.max)).contains(epoch) else { throw HubRefusal.badRequest("the field \"epoch\" must be 1 or more") }
+        guard (1...Int64(UInt32.max)).contains(epoch) else { throw HubRefusal.badRequest("the field \"epoch\" must be from 1 to 4,294,967,295") }
         guard !sealed.isEmpty, sealed.count <= 4_096 else { throw HubRefusal.badRequest("the field \"sealed\" must hold 1 to 4,096 bytes") }
         return try transaction(account) { sql in
             _ = try authenticate(request, account, sql)

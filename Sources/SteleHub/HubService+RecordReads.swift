@@ -54,6 +54,9 @@ extension HubService {
     /// `GET /v1/accounts/{a}/records/changes?since=H&epoch=E&limit=N&wait=S`.
     func changes(_ account: AccountID, _ request: HubRequest) throws -> HubOutcome {
         let since = try Self.queryInteger(request, "since", default: 0, range: 0...Int64.max)
+        if request.query["epoch"] == "" {
+            throw HubRefusal.badRequest("the query parameter epoch is empty; send the epoch your cursor came with, or leave epoch out")
+        }
         let limit = try pageLimit(request)
         let wait = request.query["wait"] == nil ? nil : try Self.queryInteger(request, "wait", default: 0, range: 0...Int64(configuration.maximumWaitSeconds))
         let page = try transaction(account) { sql in
@@ -180,11 +183,12 @@ extension HubService {
             WHERE r.account = $1 AND \(range)
             """, [.text(account.hex)] + bounds)
         guard !members.isEmpty else { return }
-        var index: [String: Int] = [:]
-        for (position, record) in records.enumerated() { index[record.kind + "\u{0}" + record.id] = position }
+        // Byte for byte (``ExactText``): two spellings of an id are two records.
+        var index: [ExactText: Int] = [:]
+        for (position, record) in records.enumerated() { index[ExactText(record.kind + "\u{0}" + record.id)] = position }
         for member in members {
             guard let kind = member[column: 0].string, let id = member[column: 1].string, let set = member[column: 2].string, let name = member[column: 3].string,
-                let position = index[kind + "\u{0}" + id]
+                let position = index[ExactText(kind + "\u{0}" + id)]
             else { continue }
             records[position].sets[set, default: []].append(name)
         }
@@ -263,10 +267,21 @@ extension HubService {
 
     // MARK: - Single records and kinds
 
+    /// A single record's write dated further ahead of the hub's clock than
+    /// `--max-clock-ahead` allows: `422 clock_skew`, with the hub's time.
+    private func refuseClockAhead(_ modifiedAt: Int64, now: Int64) throws(HubRefusal) {
+        guard modifiedAt <= now + Int64(configuration.maximumClockAheadSeconds) * 1000 else {
+            throw HubRefusal(
+                422, "clock_skew",
+                "modifiedAt \(modifiedAt) is ahead of the hub's clock (\(now)) by more than \(configuration.maximumClockAheadSeconds) s; correct the device's clock",
+                body: ["hubTime": now])
+        }
+    }
+
     /// `GET|PUT|DELETE /v1/accounts/{a}/records/{kind}/{id}`.
     func singleRecord(_ account: AccountID, kind kindSegment: String, id idSegment: String, _ request: HubRequest) throws -> HubResponse {
-        let kind = try Self.key(kindSegment.removingPercentEncodingOrSelf, field: "kind")
-        let id = try Self.key(idSegment.removingPercentEncodingOrSelf, field: "id")
+        let kind = try Self.key(try Self.decoded(kindSegment, "kind"), field: "kind")
+        let id = try Self.key(try Self.decoded(idSegment, "id"), field: "id")
         let now = now()
         let (response, changed) = try transaction(account) { sql -> (HubResponse, Bool) in
             _ = try authenticate(request, account, sql)
@@ -292,12 +307,13 @@ extension HubService {
                     throw HubRefusal.badRequest("the field \"payload\" is \(payload.count) bytes, over the hub's \(configuration.maximumRecordBytes)-byte limit")
                 }
                 let modifiedAt = try body.integer("modifiedAt")
+                guard (0...Self.largestTime).contains(modifiedAt) else {
+                    throw HubRefusal.badRequest("the field \"modifiedAt\" is \(modifiedAt); it must be a time in milliseconds since 1970, from 0 to 2^53 − 1")
+                }
                 var group = try body.optionalString("group")
                 if let text = group { group = try Self.key(text, field: "group") }
                 let sets = try Self.sets(body)
-                guard modifiedAt <= now + Int64(configuration.maximumClockAheadSeconds) * 1000 else {
-                    throw HubRefusal(422, "clock_skew", "modifiedAt \(modifiedAt) is ahead of the hub's clock (\(now)) by more than \(configuration.maximumClockAheadSeconds) s; correct the device's clock", body: ["hubTime": now])
-                }
+                try refuseClockAhead(modifiedAt, now: now)
                 try sql.lockAccount(account.hex)
                 let existing = try record(account, kind: kind, id: id, sql)
                 if let existing, existing.modifiedAt > modifiedAt || (existing.modifiedAt == modifiedAt && existing.isTombstone) {
@@ -313,7 +329,8 @@ extension HubService {
                 if let sets {
                     try sql.execute("DELETE FROM record_members WHERE account = $1 AND kind = $2 AND id = $3", [.text(account.hex), .text(kind), .text(id)])
                     for (set, members) in sets {
-                        for member in Set(members) {
+                        // Byte for byte: two spellings of a member are two members (``ExactText``).
+                        for member in Set(members.map(ExactText.init)).map(\.text) {
                             try sql.execute(
                                 "INSERT INTO record_members (account, kind, id, set_name, member) VALUES ($1, $2, $3, $4, $5)",
                                 [.text(account.hex), .text(kind), .text(id), .text(set), .text(member)])
@@ -323,7 +340,9 @@ extension HubService {
                 try sql.execute("UPDATE accounts SET history = $2 WHERE id = $1", [.text(account.hex), .integer(seq)])
                 return (HubJSON.response(try record(account, kind: kind, id: id, sql)?.json ?? [:]), true)
             default:  // DELETE
-                let modifiedAt = try Self.queryInteger(request, "modifiedAt", default: now, range: 0...Int64.max)
+                let modifiedAt = try Self.queryInteger(request, "modifiedAt", default: now, range: 0...Self.largestTime)
+                // The same limit as a put's (`--max-clock-ahead`): a tombstone dated ahead would beat every write until then.
+                try refuseClockAhead(modifiedAt, now: now)
                 try sql.lockAccount(account.hex)
                 if try sql.query("SELECT append_only FROM record_kinds WHERE account = $1 AND kind = $2", [.text(account.hex), .text(kind)]).first?[column: 0].int64 == 1 {
                     throw HubRefusal(409, "append_only", "records of kind \(kind) are append-only: a tombstone never beats a live copy (seed 002)")
@@ -374,7 +393,7 @@ extension HubService {
 
     /// `PUT /v1/accounts/{a}/kinds/{kind}`: `{"appendOnly": BOOL}`.
     func putKind(_ account: AccountID, kind kindSegment: String, _ request: HubRequest) throws -> HubResponse {
-        let kind = try Self.key(kindSegment.removingPercentEncodingOrSelf, field: "kind")
+        let kind = try Self.key(try Self.decoded(kindSegment, "kind"), field: "kind")
         let body = try HubJSON.object(request.body)
         guard let flag = body.fields["appendOnly"] as? NSNumber, String(cString: flag.objCType) == "c" else {
             throw HubRefusal.badRequest("the field \"appendOnly\" must be true or false")

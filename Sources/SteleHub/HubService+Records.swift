@@ -107,13 +107,14 @@ extension HubService {
                 try sql.lockAccount(account.hex)
                 var history = try historyID(account, sql)
                 let before = history
-                let appendOnly = Set(try sql.query("SELECT kind FROM record_kinds WHERE account = $1 AND append_only = 1", [.text(account.hex)]).compactMap { $0[column: 0].string })
+                let appendOnly = Set(
+                    try sql.query("SELECT kind FROM record_kinds WHERE account = $1 AND append_only = 1", [.text(account.hex)]).compactMap { $0[column: 0].string.map(ExactText.init) })
                 // PostgreSQL takes each column of a multi-row statement as one array parameter.
                 let arrays = storage.backend == .postgresql
                 let mutations = zip(group, callers).flatMap { job, caller in caller == nil ? [] : job.mutations }
                 // A mutation id seen before (in an earlier push, or earlier in this group) is answered as the first time.
                 var answered = try seenResults(account, mutations, arrays: arrays, sql)
-                var batch = try PushBatch.load(account, mutations.filter { answered[$0.id] == nil }, arrays: arrays, sql)
+                var batch = try PushBatch.load(account, mutations.filter { answered[ExactText($0.id)] == nil }, arrays: arrays, sql)
                 var fresh: [MutationResult] = []
                 for (index, job) in group.enumerated() {
                     guard let caller = callers[index] else { continue }
@@ -121,12 +122,12 @@ extension HubService {
                     var own: [MutationResult] = []
                     results.reserveCapacity(job.mutations.count)
                     for mutation in job.mutations {
-                        if let answer = answered[mutation.id] {
+                        if let answer = answered[ExactText(mutation.id)] {
                             results.append(answer)
                             continue
                         }
-                        let result = apply(mutation, appendOnly: appendOnly.contains(mutation.kind), history: &history, now: now, &batch)
-                        answered[mutation.id] = result
+                        let result = apply(mutation, appendOnly: appendOnly.contains(ExactText(mutation.kind)), history: &history, now: now, &batch)
+                        answered[ExactText(mutation.id)] = result
                         own.append(result)
                         results.append(result)
                     }
@@ -229,12 +230,12 @@ extension HubService {
     }
 
     /// The stored answers of the mutation ids of `mutations` seen before, by id.
-    private func seenResults(_ account: AccountID, _ mutations: [Mutation], arrays: Bool, _ sql: any HubSQL) throws -> [String: MutationResult] {
+    private func seenResults(_ account: AccountID, _ mutations: [Mutation], arrays: Bool, _ sql: any HubSQL) throws -> [ExactText: MutationResult] {
         var ids: [String] = []
-        var distinct = Set<String>()
-        for mutation in mutations where distinct.insert(mutation.id).inserted { ids.append(mutation.id) }
+        var distinct = Set<ExactText>()
+        for mutation in mutations where distinct.insert(ExactText(mutation.id)).inserted { ids.append(mutation.id) }
         let decoder = JSONDecoder()
-        var seen: [String: MutationResult] = [:]
+        var seen: [ExactText: MutationResult] = [:]
         try sql.inPieces(ids, width: 1) { piece in
             let rows =
                 arrays
@@ -250,7 +251,7 @@ extension HubService {
                 guard let id = row[column: 0].string, let text = row[column: 1].string, let answer = try? decoder.decode(MutationResult.self, from: Data(text.utf8)) else {
                     continue
                 }
-                seen[id] = answer
+                seen[ExactText(id)] = answer
             }
         }
         return seen
@@ -283,7 +284,7 @@ extension HubService {
                 if existing.modifiedAt > mutation.modifiedAt { return answer("stale", reason: "a newer version won") }
                 if existing.modifiedAt == mutation.modifiedAt {
                     guard let current = existing.payload else { return answer("stale", reason: "a tombstone of the same time won") }
-                    if current == payload, existing.group == (mutation.group ?? existing.group) { return answer("applied", seq: existing.seq) }
+                    if current == payload, existing.group.map(ExactText.init) == (mutation.group ?? existing.group).map(ExactText.init) { return answer("applied", seq: existing.seq) }
                     if current.lexicographicallyPrecedes(payload) == false { return answer("stale", reason: "a version of the same time won") }
                 }
             }
@@ -340,14 +341,30 @@ extension HubService {
     /// The records one push touches, as they stand while it is judged, and
     /// what it changed in them.
     private struct PushBatch {
+        /// A record, its kind and id compared byte for byte (``ExactText``).
         struct Key: Hashable {
             let kind: String
             let id: String
+
+            static func == (lhs: Key, rhs: Key) -> Bool { ExactText(lhs.kind) == ExactText(rhs.kind) && ExactText(lhs.id) == ExactText(rhs.id) }
+
+            func hash(into hasher: inout Hasher) {
+                hasher.combine(ExactText(kind))
+                hasher.combine(ExactText(id))
+            }
         }
 
+        /// A set's member, compared byte for byte (``ExactText``).
         struct Member: Hashable {
             let set: String
             let member: String
+
+            static func == (lhs: Member, rhs: Member) -> Bool { ExactText(lhs.set) == ExactText(rhs.set) && ExactText(lhs.member) == ExactText(rhs.member) }
+
+            func hash(into hasher: inout Hasher) {
+                hasher.combine(ExactText(set))
+                hasher.combine(ExactText(member))
+            }
         }
 
         /// A record's columns; a tombstone has no payload.
@@ -377,22 +394,23 @@ extension HubService {
         /// kind for the member sets of those a set op or a delete touches).
         static func load(_ account: AccountID, _ mutations: [Mutation], arrays: Bool, _ sql: any HubSQL) throws -> PushBatch {
             var batch = PushBatch()
-            var ids: [String: [String]] = [:]
-            var memberIDs: [String: [String]] = [:]
+            var ids: [ExactText: [String]] = [:]
+            var memberIDs: [ExactText: [String]] = [:]
             var kinds: [String] = []
             var named = Set<Key>()
             var withMembers = Set<Key>()
             for mutation in mutations {
                 let key = Key(kind: mutation.kind, id: mutation.record)
-                if ids[mutation.kind] == nil { kinds.append(mutation.kind) }
-                if named.insert(key).inserted { ids[mutation.kind, default: []].append(mutation.record) }
+                let kind = ExactText(mutation.kind)
+                if ids[kind] == nil { kinds.append(mutation.kind) }
+                if named.insert(key).inserted { ids[kind, default: []].append(mutation.record) }
                 if mutation.op != .put, withMembers.insert(key).inserted {
-                    memberIDs[mutation.kind, default: []].append(mutation.record)
+                    memberIDs[kind, default: []].append(mutation.record)
                     batch.membersBefore[key] = []
                 }
             }
             for kind in kinds {
-                try sql.inPieces(ids[kind] ?? [], width: 1) { piece in
+                try sql.inPieces(ids[ExactText(kind)] ?? [], width: 1) { piece in
                     let rows =
                         arrays
                         ? try sql.query(
@@ -409,7 +427,7 @@ extension HubService {
                             payload: row[column: 1].bytes, modifiedAt: row[column: 2].int64 ?? 0, group: row[column: 3].string, seq: row[column: 4].int64 ?? 0)
                     }
                 }
-                try sql.inPieces(memberIDs[kind] ?? [], width: 1) { piece in
+                try sql.inPieces(memberIDs[ExactText(kind)] ?? [], width: 1) { piece in
                     let rows = try sql.query(
                         HubService.statement("select members", rows: piece.count) {
                             "SELECT id, set_name, member FROM record_members WHERE account = $1 AND kind = $2 AND id IN (\(HubService.parameterList(piece.count, from: 3)))"
@@ -465,19 +483,19 @@ extension HubService {
                 }
                 try sql.execute(text, arguments)
             }
-            var removed: [String: [(id: String, pair: Member)]] = [:]
+            var removed: [ExactText: [(id: String, pair: Member)]] = [:]
             var added: [(key: Key, pair: Member)] = []
             var kinds: [String] = []
             for (key, before) in membersBefore.sorted(by: { ($0.key.kind, $0.key.id) < ($1.key.kind, $1.key.id) }) {
                 let after = members[key] ?? []
                 for pair in before.subtracting(after).sorted(by: { ($0.set, $0.member) < ($1.set, $1.member) }) {
-                    if removed[key.kind] == nil { kinds.append(key.kind) }
-                    removed[key.kind, default: []].append((key.id, pair))
+                    if removed[ExactText(key.kind)] == nil { kinds.append(key.kind) }
+                    removed[ExactText(key.kind), default: []].append((key.id, pair))
                 }
                 for pair in after.subtracting(before).sorted(by: { ($0.set, $0.member) < ($1.set, $1.member) }) { added.append((key, pair)) }
             }
             for kind in kinds {
-                try sql.inPieces(removed[kind] ?? [], width: 3) { piece in
+                try sql.inPieces(removed[ExactText(kind)] ?? [], width: 3) { piece in
                     // The ids again (the same parameters), so both backends find the rows through the key's index.
                     let ids = (0..<piece.count).map { "$\(3 + $0 * 3)" }.joined(separator: ", ")
                     try sql.execute(
@@ -632,9 +650,20 @@ extension HubService {
         func path(_ keys: [any CodingKey]) -> String {
             keys.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined().trimmingPrefix(".").description
         }
+        // What a field must be, in the API's words (the decoder's own names Swift types).
+        func wanted(_ type: Any.Type) -> String {
+            switch type {
+            case is String.Type: "a string"
+            case is Int64.Type, is Double.Type, is PushBody.WholeNumber.Type: "a whole number"
+            case is [PushBody.Item].Type, is [Any].Type: "a list"
+            default: "a JSON object"
+            }
+        }
         switch error {
-        case .typeMismatch(_, let context), .valueNotFound(_, let context):
-            return "the field \"\(path(context.codingPath))\" has the wrong type: \(context.debugDescription)"
+        case .typeMismatch(_, let context) where context.codingPath.isEmpty, .valueNotFound(_, let context) where context.codingPath.isEmpty:
+            return "the body must be a JSON object: {\"mutations\": [...]}"
+        case .typeMismatch(let type, let context), .valueNotFound(let type, let context):
+            return "the field \"\(path(context.codingPath))\" must be \(wanted(type))"
         case .dataCorrupted(let context) where !context.codingPath.isEmpty:
             return "the field \"\(path(context.codingPath))\" is malformed: \(context.debugDescription)"
         case .keyNotFound(let key, let context):
@@ -654,10 +683,12 @@ extension HubService {
         func checkedKey(_ value: String?, _ field: String) throws(HubRefusal) -> String {
             let text = try required(value, field)
             guard (1...1_024).contains(text.utf8.count) else { throw refuse("the field \"\(field)\" must be 1 to 1,024 UTF-8 bytes") }
+            guard !text.utf8.contains(0) else { throw refuse(Self.nulMessage(field)) }
             return text
         }
         let id = try required(item.mutation, "mutation")
         guard (1...200).contains(id.utf8.count) else { throw refuse("the field \"mutation\" must be 1 to 200 bytes") }
+        guard !id.utf8.contains(0) else { throw refuse(Self.nulMessage("mutation")) }
         let kind = try checkedKey(item.kind, "kind")
         let record = try checkedKey(item.id, "id")
         let opText = try required(item.op, "op")
@@ -665,6 +696,9 @@ extension HubService {
             throw refuse("the field \"op\" is \"\(opText.prefix(40))\"; it must be put, delete, add or remove")
         }
         guard let modifiedAt = item.modifiedAt?.value else { throw refuse("the field \"modifiedAt\" is missing") }
+        guard (0...Self.largestTime).contains(modifiedAt) else {
+            throw refuse("the field \"modifiedAt\" is \(modifiedAt); it must be a time in milliseconds since 1970, from 0 to 2^53 − 1")
+        }
         let group = try item.group.map { text throws(HubRefusal) in try checkedKey(text, "group") }
         var payload: [UInt8]?
         var set: String?
@@ -685,10 +719,48 @@ extension HubService {
         return Mutation(id: id, kind: kind, record: record, op: op, payload: payload, group: group, set: set, member: member, modifiedAt: modifiedAt)
     }
 
-    /// A kind, record id, set or member: 1 to 1,024 UTF-8 bytes (the library's key rule).
+    /// A kind, record id, set or member: 1 to 1,024 UTF-8 bytes (the library's
+    /// key rule), without U+0000.
     static func key(_ text: String, field: String) throws(HubRefusal) -> String {
         guard (1...1_024).contains(text.utf8.count) else { throw .badRequest("the field \"\(field)\" must be 1 to 1,024 UTF-8 bytes") }
+        guard !text.utf8.contains(0) else { throw .badRequest(nulMessage(field)) }
         return text
+    }
+
+    /// A kind or id from the path, percent-decoded; a `%` that starts no escape
+    /// of UTF-8 (`%ZZ`, half a character) is refused rather than taken literally.
+    static func decoded(_ segment: String, _ field: String) throws(HubRefusal) -> String {
+        guard segment.contains("%") else { return segment }
+        guard let text = segment.removingPercentEncoding else {
+            throw .badRequest("the \(field) in the path is not valid percent-encoding of UTF-8; write each byte as %XX (a / as %2F)")
+        }
+        return text
+    }
+
+    /// Why a name holding U+0000 is refused: PostgreSQL's text cannot store it, and
+    /// a hub must answer alike on either database.
+    static func nulMessage(_ field: String) -> String {
+        "the field \"\(field)\" holds the character U+0000 (NUL), which no kind, id, group, set, member or mutation id may hold"
+    }
+
+    /// The largest time a record may carry: JSON's largest exact integer, 2^53 − 1 ms.
+    static let largestTime: Int64 = 9_007_199_254_740_991
+}
+
+/// Text compared byte for byte. Swift's `String` compares by Unicode canonical
+/// equivalence ("é" and "e" followed by U+0301 are equal), but the hub's kinds,
+/// record ids, sets, members and mutation ids are UTF-8 byte strings, as in
+/// its database: two spellings are two records, two members, two mutations.
+struct ExactText: Hashable {
+    let text: String
+
+    init(_ text: String) { self.text = text }
+
+    static func == (lhs: ExactText, rhs: ExactText) -> Bool { lhs.text.utf8.elementsEqual(rhs.text.utf8) }
+
+    func hash(into hasher: inout Hasher) {
+        var text = text
+        text.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
     }
 }
 

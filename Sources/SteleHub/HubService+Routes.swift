@@ -25,7 +25,10 @@ extension HubService {
     /// - Throws: `404 not_found` for a path HUB-API does not have.
     static func match(_ path: String) throws(HubRefusal) -> Route {
         let segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
-        func unknown() -> HubRefusal { .notFound("no such path: \(path.prefix(200)); the hub's paths start /v1 (docs/hub-api.md)") }
+        func unknown() -> HubRefusal {
+            let hint = path.hasPrefix("/v1/") ? "docs/hub-api.md lists the hub's paths" : "the hub's paths start /v1/ (docs/hub-api.md)"
+            return .notFound("no such path: \(path.prefix(200)); \(hint)")
+        }
         guard segments.first == "v1" else { throw unknown() }
         let rest = Array(segments.dropFirst())
         switch rest.count {

@@ -99,18 +99,26 @@ public final class HubService: HubHandler {
         return response
     }
 
-    /// The response for a failure: a refusal as it says, the storage down as `503`.
+    /// The response for a failure: a refusal as it says, the storage down as `503`,
+    /// a damaged database as `500`. What the storage said (its files, its
+    /// statements) goes to the operator's log (``HubResponse/detail``), not to
+    /// the client.
     static func answer(for error: any Error) -> HubResponse {
+        var response: HubResponse
         switch error {
         case let refusal as HubRefusal:
             return refusal.response
         case let failure as HubStorageError where failure.code == .conflict:
             return .error(409, "conflict", "another request changed the same thing at the same moment; retry")
-        case let failure as HubStorageError:
-            return .error(503, "unavailable", "the hub's storage is unavailable (\(failure.message)); retry shortly", headers: ["Retry-After": "1"])
+        case let failure as HubStorageError where failure.code == .damaged:
+            response = .error(500, "internal", "the hub's database is damaged; retrying will not help: tell the hub's operator (the hub's log says what failed)")
+        case is HubStorageError:
+            response = .error(503, "unavailable", "the hub's storage is unavailable; retry shortly", headers: ["Retry-After": "1"])
         default:
-            return .error(500, "internal", "the hub failed: \(error)")
+            response = .error(500, "internal", "the hub failed; tell the hub's operator (the hub's log says what failed)")
         }
+        response.detail = "\(error)"
+        return response
     }
 
     /// Deletes what no request can use any more: expired sessions, aged join

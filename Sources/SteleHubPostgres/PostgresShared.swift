@@ -130,6 +130,10 @@ final class PostgresShared: Sendable {
             if let sql = error.sql { message += " [SQL: \(sql)]" }
             return HubStorageError(.conflict, message)
         }
+        // data_corrupted, index_corrupted: no retry helps.
+        if error.sqlState == "XX001" || error.sqlState == "XX002" {
+            return HubStorageError(.damaged, "the hub's PostgreSQL database is damaged: \(error.message)" + (error.sql.map { " [SQL: \($0)]" } ?? ""))
+        }
         return error
     }
 }

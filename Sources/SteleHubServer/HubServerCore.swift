@@ -94,6 +94,10 @@ final class HubServerCore: Sendable {
         let microseconds = elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
         var line = "method=\(Self.loggable(context.method)) path=\(Self.path(of: template, method: context.method)) status=\(context.status) us=\(microseconds)"
         if termination != .REQUEST_TERMINATED_COMPLETED_OK { line += " closed=early" }
+        // The failure's own words, on one line, quotes escaped: for the operator only.
+        if let detail = context.detail {
+            line += " error=\"" + detail.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"").replacingOccurrences(of: "\n", with: " ") + "\""
+        }
         configuration.log(line)
         requestsInFlight.subtract(1, ordering: .relaxed)
     }
@@ -132,6 +136,7 @@ final class HubServerCore: Sendable {
     private func answer(_ context: RequestContext, _ response: HubResponse) -> MHD_Result {
         context.phase = .answered
         context.status = response.status
+        context.detail = response.detail
         let created: OpaquePointer?
         if response.body.isEmpty {
             created = MHD_create_response_from_buffer(0, nil, .RESPMEM_PERSISTENT)

@@ -24,9 +24,10 @@ public struct HubServerError: Error, CustomStringConvertible, Sendable {
     static let incompleteTLS = HubServerError(.incompleteTLS, "TLS needs both a certificate and a key in PEM: give both or neither")
 
     /// libmicrohttpd refused to start (port taken, bad certificate, no memory).
-    static func startFailed(_ host: String, _ port: UInt16, _ detail: String) -> HubServerError {
+    static func startFailed(_ host: String, _ port: UInt16, _ detail: String, tls: Bool) -> HubServerError {
         let reason = detail.isEmpty ? "" : " (\(detail))"
-        return HubServerError(.startFailed, "could not listen on \(host):\(port)\(reason): check that the port is free and the TLS certificate and key are valid PEM")
+        let check = tls ? "check that the port is free and that the TLS certificate and key are valid PEM" : "check that no other process listens on port \(port), or pick another with --listen"
+        return HubServerError(.startFailed, "could not listen on \(host):\(port)\(reason): \(check)")
     }
 
     /// A public `description` is the message.

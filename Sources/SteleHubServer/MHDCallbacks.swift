@@ -1,3 +1,4 @@
+import Foundation
 import CMicroHTTPD
 
 // libmicrohttpd's callbacks: free functions, so they capture nothing and convert
@@ -57,5 +58,10 @@ func hubServerCompleteRequest(
 func hubServerWriteLog(_ cls: UnsafeMutableRawPointer?, _ message: UnsafePointer<CChar>?) {
     guard let cls, let message else { return }
     let core = Unmanaged<HubServerCore>.fromOpaque(cls).takeUnretainedValue()
-    core.configuration.log("libmicrohttpd: " + String(cString: message))
+    var text = String(cString: message).trimmingCharacters(in: .whitespacesAndNewlines)
+    // The address goes to libmicrohttpd as a socket address, so its own words name
+    // port 0; the port meant is the configured one.
+    text = text.replacingOccurrences(of: "to port 0.", with: "to port \(core.configuration.port).")
+        .replacingOccurrences(of: "to port 0", with: "to port \(core.configuration.port)")
+    core.configuration.log("libmicrohttpd: " + text)
 }

@@ -88,7 +88,7 @@ final class MHDDaemon: @unchecked Sendable {  // safe: written once in init, fre
             let detail = String(cString: strerror(errno))
             sink.deallocate()
             tls.forEach { $0.deallocate() }
-            throw HubServerError.startFailed(configuration.host, configuration.port, detail)
+            throw HubServerError.startFailed(configuration.host, configuration.port, detail, tls: useTLS)
         }
         self.daemon = started
         self.logSink = sink

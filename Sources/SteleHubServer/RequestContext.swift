@@ -44,6 +44,8 @@ final class RequestContext: @unchecked Sendable {  // safe: its connection's one
     var template: String?
     /// The status queued, 0 until then.
     var status = 0
+    /// What went wrong inside the hub, for the log line (``HubResponse/detail``).
+    var detail: String?
 
     init(connection: OpaquePointer, target: String, number: UInt64) {
         self.connection = connection

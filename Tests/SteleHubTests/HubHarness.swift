@@ -44,6 +44,13 @@ final class HubHarness {
         service = HubService(storage: storage, configuration: configuration, clock: { clock.milliseconds })
     }
 
+    /// A hub service on `storage`, which the harness closes when it goes.
+    init(storage: any HubStorage) {
+        self.storage = storage
+        let clock = self.clock
+        service = HubService(storage: storage, clock: { clock.milliseconds })
+    }
+
     deinit { storage.close() }
 
     var now: Int64 { clock.milliseconds }

@@ -308,6 +308,160 @@ import TestSupport
         #expect(a.statuses([Self.put("y", "soon", at: a.hub.now + 59_000)]) == ["applied"])
     }
 
+    // MARK: - Names byte for byte, and what no name or time may be
+
+    /// The bytes of `text` percent-encoded, every one: a path segment that says exactly those bytes.
+    static func encoded(_ text: String) -> String { text.utf8.map { String(format: "%%%02X", $0) }.joined() }
+
+    /// Two spellings of "é" (one character, and "e" with a combining accent) are
+    /// equal as Swift strings but are two UTF-8 byte strings: in one push they are
+    /// two records and two members, each read back by its own bytes; a mutation
+    /// id in either spelling is its own mutation.
+    @Test(arguments: Backend.allCases) func namesThatLookAlikeAreTwoRecordsInOnePush(_ backend: Backend) throws {
+        let a = try Account(backend)
+        let composed = "\u{e9}"
+        let decomposed = "e\u{301}"
+        #expect(composed == decomposed && Array(composed.utf8) != Array(decomposed.utf8))
+        #expect(
+            a.statuses([
+                Self.put(composed, "one", at: 5, mutation: "n-\(composed)"), Self.put(decomposed, "two", at: 10, mutation: "n-\(decomposed)"),
+                Self.put("tagged", "t", at: 1), Self.member("add", "tagged", composed, mutation: "a1"), Self.member("add", "tagged", decomposed, mutation: "a2"),
+            ]) == ["applied", "applied", "applied", "applied", "applied"])
+        #expect(a.payload("note", Self.encoded(composed)) == "one")
+        #expect(a.payload("note", Self.encoded(decomposed)) == "two")
+        // A delete of one spelling leaves the other.
+        #expect(a.statuses([Self.delete(decomposed, at: 20)]) == ["applied"])
+        #expect(a.get("note", Self.encoded(decomposed)).status == 404)
+        #expect(a.payload("note", Self.encoded(composed)) == "one")
+        let members = (a.get("note", "tagged").json["sets"] as? [String: [String]])?["labels"] ?? []
+        #expect(Set(members.map { Array($0.utf8) }) == [Array(composed.utf8), Array(decomposed.utf8)])
+        // And across pushes: removing one spelling keeps the other member.
+        #expect(a.statuses([Self.member("remove", "tagged", decomposed, mutation: "r2")]) == ["applied"])
+        let left = (a.get("note", "tagged").json["sets"] as? [String: [String]])?["labels"] ?? []
+        #expect(left.map { Array($0.utf8) } == [Array(composed.utf8)])
+    }
+
+    /// U+0000 in a kind, id, group, set, member or mutation id is refused whole
+    /// (PostgreSQL's text cannot hold it, so neither backend takes it), as it is
+    /// in a single record's path; nothing is written.
+    @Test(arguments: Backend.allCases) func aNameHoldingNULIsRefusedAndNothingIsWritten(_ backend: Backend) throws {
+        let a = try Account(backend)
+        var withGroup = Self.put("g", "v", at: 1)
+        withGroup["group"] = "t\u{0}1"
+        let bodies: [[String: Any]] = [
+            Self.put("a", "v", at: 1, kind: "z\u{0}"), Self.put("b\u{0}x", "v", at: 1), Self.put("c", "v", at: 1, mutation: "m\u{0}"), withGroup,
+            ["mutation": "s", "kind": "note", "id": "d", "op": "add", "set": "l\u{0}", "member": "x", "modifiedAt": 1],
+            ["mutation": "t", "kind": "note", "id": "d", "op": "add", "set": "labels", "member": "x\u{0}", "modifiedAt": 1],
+        ]
+        for mutation in bodies {
+            let answer = a.push([Self.put("fine", "v", at: 1, mutation: "fine-\(UUID())"), mutation])
+            #expect(answer.status == 400, "\(mutation)")
+            #expect(answer.text.contains("U+0000"), "\(answer.text)")
+        }
+        #expect(a.get("note", "fine").status == 404)
+        #expect(a.hub.call("PUT", "\(a.base)/records/note/x%00y", json: ["payload": "QQ==", "modifiedAt": 1], token: a.token).status == 400)
+        #expect(a.get("note", "x%00y").status == 400)
+    }
+
+    /// Times are 0 to 2^53 − 1 milliseconds in a push, a put and a delete alike;
+    /// a single record's delete dated past `--max-clock-ahead` is refused as a
+    /// put is (`422 clock_skew`), and nothing is written.
+    @Test(arguments: Backend.allCases) func timesOutOfRangeOrTooFarAheadAreRefusedEverywhere(_ backend: Backend) throws {
+        let a = try Account(backend) { $0.maximumClockAheadSeconds = 10 }
+        for time: Int64 in [-5, -9_007_199_254_740_993, 9_007_199_254_740_992] {
+            let answer = a.push([Self.put("p", "v", at: time)])
+            #expect(answer.status == 400, "\(time): \(answer.text)")
+            #expect(answer.text.contains("modifiedAt"), "\(answer.text)")
+            #expect(a.hub.call("PUT", "\(a.base)/records/note/q", json: ["payload": "QQ==", "modifiedAt": time], token: a.token).status == 400, "\(time)")
+        }
+        #expect(a.hub.call("DELETE", "\(a.base)/records/note/q?modifiedAt=9007199254740992", token: a.token).status == 400)
+        let ahead = a.hub.call("DELETE", "\(a.base)/records/note/q?modifiedAt=\(a.hub.now + 86_400_000)", token: a.token)
+        #expect(ahead.status == 422)
+        #expect((ahead.json["error"] as? [String: Any])?["code"] as? String == "clock_skew")
+        #expect((ahead.json["hubTime"] as? NSNumber)?.int64Value == a.hub.now)
+        // Nothing was written: a put dated now still lands.
+        #expect(a.hub.call("PUT", "\(a.base)/records/note/q", json: ["payload": "QQ==", "modifiedAt": a.hub.now], token: a.token).status == 200)
+    }
+
+    /// Malformed input is said in the API's words: no Swift type names, no
+    /// empty field name, an empty epoch and a broken percent-escape named.
+    @Test(arguments: Backend.allCases) func malformedInputIsSaidInTheAPIsWords(_ backend: Backend) throws {
+        let a = try Account(backend)
+        let array = a.hub.call("POST", "\(a.base)/records/push", body: Array("[]".utf8), token: a.token)
+        #expect(array.status == 400)
+        #expect(array.text.contains("must be a JSON object") && !array.text.contains("Dictionary"), "\(array.text)")
+        let string = a.hub.call(
+            "POST", "\(a.base)/records/push", body: Array(#"{"mutations":[{"mutation":"m","kind":"k","id":"i","op":"delete","modifiedAt":"1"}]}"#.utf8), token: a.token)
+        #expect(string.status == 400)
+        #expect(string.text.contains("mutations[0].modifiedAt") && string.text.contains("whole number") && !string.text.contains("Double"), "\(string.text)")
+        let epoch = a.hub.call("GET", "\(a.base)/records/changes?since=0&epoch=", token: a.token)
+        #expect(epoch.status == 400)
+        #expect(epoch.text.contains("epoch is empty"), "\(epoch.text)")
+        for path in ["note/%ZZ", "note/%C3", "%C3/x"] {
+            let answer = a.get(String(path.split(separator: "/")[0]), String(path.split(separator: "/")[1]))
+            #expect(answer.status == 400, "\(path)")
+            #expect(answer.text.contains("percent-encoding"), "\(answer.text)")
+        }
+        #expect(a.hub.call("GET", "/v1/nope", token: a.token).text.contains("docs/hub-api.md lists"))
+    }
+
+    /// A file that is no database is said to be damaged, with the way on (a
+    /// backup), not blamed on the directory. A database damaged under a running
+    /// hub answers `500` saying so, not a `503` to retry for ever, and what SQLite
+    /// said (its statements, its file) goes only to the operator's log.
+    @Test func aDamagedDatabaseIsSaidToBeDamagedAndItsStatementsStayInTheLog() throws {
+        let directory = try TemporaryDirectory("stele-hub-damaged")
+        let garbage = directory.file("garbage.sqlite")
+        try Data(repeating: 0x5A, count: 8_192).write(to: URL(fileURLWithPath: garbage))
+        do {
+            _ = try SQLiteHubStorage(path: garbage)
+            Issue.record("a file of garbage opened as the hub's database")
+        } catch let error as HubStorageError {
+            #expect(error.code == .damaged)
+            #expect(error.message.contains("put back a backup") && !error.message.contains("writable"), "\(error.message)")
+        }
+
+        let path = directory.file("hub.sqlite")
+        let storage = try SQLiteHubStorage(path: path)
+        let harness = HubHarness(storage: storage)
+        let clock = harness.clock
+        let account = try harness.found(Fixtures.identity(1))
+        let token = try harness.session(Fixtures.identity(1), account)
+        let filler = String(repeating: "x", count: 3_000)
+        for index in 0..<60 {
+            _ = harness.call(
+                "POST", "/v1/accounts/\(account.hex)/records/push", json: ["mutations": [Self.put("r\(index)", filler, at: Int64(index + 1))]], token: token)
+        }
+        storage.close()
+        // Every page past the schema's first few overwritten: the records' pages are garbage.
+        let handle = try #require(FileHandle(forUpdatingAtPath: path))
+        let size = try handle.seekToEnd()
+        for offset in stride(from: UInt64(4 * 4_096), to: size, by: 4_096) {
+            try handle.seek(toOffset: offset)
+            try handle.write(contentsOf: Data(repeating: 0xA5, count: 4_096))
+        }
+        try handle.close()
+        let reopened: SQLiteHubStorage
+        do {
+            reopened = try SQLiteHubStorage(path: path)
+        } catch let error as HubStorageError {
+            // Damage the migration met on opening: said as such.
+            #expect(error.code == .damaged, "\(error.message)")
+            return
+        }
+        defer { reopened.close() }
+        let answer = HubService(storage: reopened, clock: { clock.milliseconds }).handle(
+            HubRequest(method: "GET", target: "/v1/accounts/\(account.hex)/records/note/r7", headers: ["authorization": "Bearer \(token)"]))
+        guard case .respond(let response) = answer else {
+            Issue.record("a read of a damaged database was parked")
+            return
+        }
+        #expect(response.status == 500)
+        let text = String(decoding: response.body, as: UTF8.self)
+        #expect(text.contains("damaged") && !text.contains("SELECT") && !text.contains(path), "\(text)")
+        #expect(response.detail?.contains("malformed") == true || response.detail?.contains("damaged") == true, "\(response.detail ?? "")")
+    }
+
     // MARK: - The change feed and replay
 
     @Test(arguments: Backend.allCases) func changesPageInHistoryOrderAndEndAtTheHistoryID(_ backend: Backend) throws {

@@ -107,6 +107,9 @@ public struct HubStorageError: Error, Sendable, CustomStringConvertible {
         case unavailable
         /// A uniqueness rule refused the write (two writers raced for one row).
         case conflict
+        /// The database is damaged (a corrupt page, a file that is no database):
+        /// no retry helps; the operator restores a backup (`stele-hub restored`).
+        case damaged
         /// The schema is newer than this build.
         case newerSchema
         /// The server speaks PostgreSQL's protocol but lacks what the hub relies on

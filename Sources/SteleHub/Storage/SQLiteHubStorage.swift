@@ -34,6 +34,7 @@ public final class SQLiteHubStorage: HubStorage, @unchecked Sendable {  // safe:
         do {
             opened = try Connection(path: path)
         } catch {
+            if let damage = Self.damage(path, error) { throw damage }
             throw HubStorageError(.unavailable, "cannot open the hub's database \(path): \(error); check the --data directory exists and is writable")
         }
         try Self.migrate(opened, path: path, migrations)
@@ -79,8 +80,18 @@ public final class SQLiteHubStorage: HubStorage, @unchecked Sendable {  // safe:
         } catch let error as HubStorageError {
             throw error
         } catch {
+            if let damage = damage(path, error) { throw damage }
             throw HubStorageError(.unavailable, "cannot migrate the hub's database \(path): \(error)")
         }
+    }
+
+    /// A file that is damaged or no database at all, said as such: no directory
+    /// or permission is at fault, and the way on is a backup.
+    private static func damage(_ path: String, _ error: any Error) -> HubStorageError? {
+        guard let error = error as? SQLiteError, error.code.primary == .corrupt || error.code.primary == .notADatabase else { return nil }
+        return HubStorageError(
+            .damaged,
+            "the hub's database \(path) is damaged or is not a database (\(error)); put back a backup of it, then run stele-hub restored --data DIR")
     }
 
     public func transaction<T>(_ body: (any HubSQL) throws -> T) throws -> T {
@@ -92,6 +103,9 @@ public final class SQLiteHubStorage: HubStorage, @unchecked Sendable {  // safe:
                 return try connection.transaction { try body(Statements(connection: connection, storage: self)) }
             } catch let error as SQLiteError {
                 if error.code.primary == .constraint { throw HubStorageError(.conflict, "\(error)") }
+                if error.code.primary == .corrupt || error.code.primary == .notADatabase {
+                    throw HubStorageError(.damaged, "the hub's database \(path) is damaged: \(error)")
+                }
                 throw HubStorageError(.unavailable, "the hub's database \(path) failed: \(error)")
             }
         }
