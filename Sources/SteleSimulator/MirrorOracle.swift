@@ -116,27 +116,57 @@ public final class MirrorOracle {
 
     static func version(_ kind: String, _ id: String, _ modifiedAt: Int64, _ payload: String?) -> String { "\(kind) \(id) \(modifiedAt) \(payload ?? "-")" }
 
-    /// A page of records (changes, replay, or one record) the hub gave `client`.
-    func observe(received body: [UInt8], by client: String) {
-        struct Record: Decodable {
-            let kind: String
-            let id: String
-            let payload: String?
-            let modifiedAt: Int64
-        }
+    /// A version a page brought (`payload` base64, `nil` for a tombstone).
+    struct Received: Decodable {
+        let kind: String
+        let id: String
+        let payload: String?
+        let modifiedAt: Int64
+    }
+
+    /// Versions pages brought a ledger client during its current step: copies
+    /// only once its store holds them (``settleReceived(by:holds:)``).
+    private var pending: [String: [Received]] = [:]
+
+    /// The versions of a page of records (changes, replay, or one record).
+    private static func versions(_ body: [UInt8]) -> [Received] {
         struct Page: Decodable {
-            let changes: [Record]?
-            let records: [Record]?
+            let changes: [Received]?
+            let records: [Received]?
         }
-        var records: [Record] = []
-        if let page = try? JSONDecoder().decode(Page.self, from: Data(body)) {
-            records = (page.changes ?? []) + (page.records ?? [])
-        } else if let record = try? JSONDecoder().decode(Record.self, from: Data(body)) {
-            records = [record]
-        }
+        if let page = try? JSONDecoder().decode(Page.self, from: Data(body)) { return (page.changes ?? []) + (page.records ?? []) }
+        if let record = try? JSONDecoder().decode(Received.self, from: Data(body)) { return [record] }
+        return []
+    }
+
+    /// A page of records (changes, replay, or one record) the hub gave a mirror
+    /// client: its canonical tables hold what a page brings, so each version is a copy.
+    func observe(received body: [UInt8], by client: String) {
+        let records = Self.versions(body)
         guard !records.isEmpty else { return }
         tick += 1
         for record in records { copies[Self.version(record.kind, record.id, record.modifiedAt, record.payload), default: []].append((client, tick)) }
+    }
+
+    /// A page the hub gave a ledger client: its app's store takes a pulled version
+    /// only when it still holds what the ledger knows (DESIGN §8.3), and a wiped
+    /// store takes nothing, though the ledger's stamp moves on. The versions wait
+    /// for the end of the client's step (seed 194013 of --devices 2
+    /// --ledger-clients 2 --steps 3000: a page into a store wiped with its
+    /// identity kept was counted a copy that outlived the hub's restore).
+    func hold(received body: [UInt8], by client: String) {
+        pending[client, default: []] += Self.versions(body)
+    }
+
+    /// The end of a ledger client's step: the versions its pages brought that it
+    /// holds now (`holds`: the store has the live version, or the ledger keeps the
+    /// tombstone) are its copies; the rest never reached it.
+    func settleReceived(by client: String, holds: (Received) -> Bool) {
+        guard let records = pending.removeValue(forKey: client), !records.isEmpty else { return }
+        tick += 1
+        for record in records where holds(record) {
+            copies[Self.version(record.kind, record.id, record.modifiedAt, record.payload), default: []].append((client, tick))
+        }
     }
 
     /// A disaster destroyed `client`'s copies of one kind.

@@ -176,7 +176,11 @@ public final class SimulatedHub {
         if case .push = request.purpose {
             oracle.observe(push: request.body, status: response.status, answer: response.body, from: client)
         } else if response.status == 200 {
-            oracle.observe(received: response.body, by: client)
+            if ledgerClient(client) != nil {
+                oracle.hold(received: response.body, by: client)
+            } else {
+                oracle.observe(received: response.body, by: client)
+            }
         }
         var headers: [String: String] = [:]
         for (name, value) in response.headers { headers[name.lowercased()] = value }

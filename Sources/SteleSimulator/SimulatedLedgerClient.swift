@@ -150,6 +150,14 @@ public final class SimulatedLedgerClient {
             String(format: "%10.3f s  %@  %@ (the app confirms %d deletions%@)", Double(hub.simulation.now) / 1_000, name, step.rawValue, deletedSincePass.count,
                 emptiedByUser ? " and an empty store" : ""))
         defer {
+            // What the step's pages brought counts as this client's copy only where it is held now.
+            hub.oracle.settleReceived(by: name) { record in
+                if let payload = record.payload {
+                    return (try? source.payload(kind: record.kind, id: record.id)).flatMap { $0 }.map { Data($0).base64EncodedString() } == payload
+                }
+                guard let stamp = (try? ledger.stamp(kind: record.kind, id: record.id)) ?? nil else { return false }
+                return stamp.isTombstone && stamp.modifiedAt >= record.modifiedAt
+            }
             // `STELE_TRACE_RECORD="KIND ID"` with --trace: the ledger's stamp and outbox row of one record after each step.
             if let watch = ProcessInfo.processInfo.environment["STELE_TRACE_RECORD"]?.split(separator: " ").map(String.init), watch.count == 2 {
                 let stamp = try? ledger.stamp(kind: watch[0], id: watch[1])

@@ -37,6 +37,29 @@ import TestSupport
         return hub.oracle
     }
 
+    /// A ledger client's page is its copy only where its store took the version
+    /// (seed 194013): the scenario of a page into a wiped store passes (no copy
+    /// outlived the hub's restore), and on the control, whose store took the page
+    /// and whose reset sent it again, a hub that then loses the version is a lost
+    /// intent: the copy the store holds still counts.
+    @Test func aLedgerPageIsACopyOnlyWhereTheStoreTookIt() throws {
+        let scenarios = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../Scenarios").standardized
+        func text(_ file: String) throws -> String { try String(contentsOf: scenarios.appendingPathComponent(file), encoding: .utf8) }
+        try ScenarioRunner(scenario: try ScenarioParser.parse(try text("019-a-page-into-a-wiped-store-is-no-copy.scenario"))).run()
+
+        let control = try text("019-a-page-into-a-store-that-took-it-is-sent-again.scenario")
+            .replacingOccurrences(of: "expect hub clients agree\n", with: "")
+        let runner = try ScenarioRunner(scenario: try ScenarioParser.parse(control))
+        try runner.run()
+        let hub = try #require(runner.simulation.hub)
+        #expect(try Self.judge(hub).lostIntents == 0)
+        // A broken hub: the version the reset sent again goes back to the older one.
+        _ = try hub.storage.transaction { sql in
+            try sql.execute("UPDATE records SET payload = $1, modified_ms = modified_ms - 1 WHERE id = 'e0'", [.blob(Array("old".utf8))])
+        }
+        #expect(try Self.judge(hub).lostIntents >= 1)
+    }
+
     @Test func aWorldLeftAlonePasses() throws {
         let simulation = try Self.world()
         let hub = try #require(simulation.hub)

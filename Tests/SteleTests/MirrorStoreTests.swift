@@ -145,6 +145,16 @@ import TestSupport
 
     // MARK: - 003's collision table, every row
 
+    /// A name the hub would refuse (U+0000 in it) is refused at the write and
+    /// never queued, where it would stop every later push.
+    @Test func aNameHoldingNULIsRefusedAndNothingIsQueued() throws {
+        let rig = try Rig()
+        #expect(throws: MirrorError.self) { try rig.store.put(kind: "mail", id: "m\u{0}1", payload: [1], group: nil) }
+        #expect(throws: MirrorError.self) { try rig.store.put(kind: "ma\u{0}il", id: "m1", payload: [1], group: nil) }
+        #expect(throws: MirrorError.self) { try rig.store.delete(kind: "mail", id: "\u{0}") }
+        #expect(try rig.store.queue().isEmpty)
+    }
+
     @Test func noneThenAnyInserts() throws {
         let rig = try Rig()
         try rig.pull([Self.record("m1", "x", seq: 1)], next: 1)

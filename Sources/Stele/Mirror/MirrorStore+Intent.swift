@@ -392,8 +392,11 @@ extension MirrorStore {
 
     // MARK: - Checks and encodings
 
+    /// The hub's rule for names (docs/hub-api.md "Names are byte strings"): a name
+    /// it would refuse never enters the queue, where it would stop every push.
     static func checkKey(_ text: String, _ field: String) throws {
         guard (1...1_024).contains(text.utf8.count) else { throw MirrorError(.invalidArgument, "\(field) must be 1 to 1,024 UTF-8 bytes") }
+        guard !text.utf8.contains(0) else { throw MirrorError(.invalidArgument, "\(field) holds U+0000 (NUL), which the hub refuses in every name") }
     }
 
     private func checkedSetOp(kind: String, id: String, set: String, member: String) throws {
