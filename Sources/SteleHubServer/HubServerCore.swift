@@ -42,6 +42,17 @@ final class HubServerCore: Sendable {
             context.method = method
             collectHeaders(context)
             context.phase = .body
+            // A body whose length is said two ways is ambiguous (RFC 9112 §6.3): a proxy in
+            // front may read it otherwise than the hub. Refused before any of it is read.
+            let lengths = Set((context.headers["content-length"] ?? "").split(separator: ",").map { String($0.filter { $0 != " " && $0 != "\t" }) })
+            if lengths.count > 1 || (!lengths.isEmpty && context.headers["transfer-encoding"] != nil) {
+                context.template = handler.template(of: context.requestWithoutBody)
+                return answer(
+                    context,
+                    HubResponse.error(
+                        400, "bad_request",
+                        "the request gives its body's length two ways (Content-Length more than once, or with Transfer-Encoding); send one Content-Length, or chunks alone"))
+            }
             if let declared = context.headers["content-length"].flatMap(UInt64.init), declared > UInt64(configuration.maximumBodyBytes) {
                 context.bodyTooLong = true
                 // A client that waits for `100 Continue` (or declares an absurd length) is

@@ -58,8 +58,12 @@ enum DeviceCommands {
         let directory = HubDirectory(client: client)
         let requests = try hubErrors(client.hub) { try directory.joinRequests() }
         let wanted = parsed.positionals[1].lowercased()
+        let members = ring.roster?.members ?? []
         let request = try pick(wanted, among: requests.map(\.device), what: "join request", account: client.account) { matches in
-            "no device \(wanted) asked to join account \(client.account.hex.prefix(8))"
+            if let member = members.first(where: { $0.hex.hasPrefix(wanted) }) {
+                return "device \(member.hex.prefix(8)) is already a member of account \(client.account.hex.prefix(8)); there is nothing to approve"
+            }
+            return "no device \(wanted) asked to join account \(client.account.hex.prefix(8))"
                 + (matches.isEmpty ? " (a request ages out after a week; ask the device to run stele join again)" : "")
         }.flatMap { device in requests.first { $0.device == device } }
         guard let request else { throw ExitStatus(code: 1) }
@@ -167,7 +171,8 @@ enum DeviceCommands {
             case (.unreachable, _):
                 printError("stele: cannot reach the hub at \(hub.absoluteString): \(error.message)")
             case (_, "invite_required"):
-                printError("stele: the hub needs an invite code: on the hub's machine run stele-hub invite, then pass --invite CODE")
+                // The hub says which: none was given, or the one given is unknown or spent.
+                printError("stele: \(error.message); an invite code comes from stele-hub invite on the hub's machine, and goes in --invite CODE")
             case (_, "revoked"):
                 printError("stele: this device was revoked from the account; it cannot act for it any more")
             case (_, "not_a_member"):

@@ -24,7 +24,11 @@ struct DeviceFiles {
         guard let data = FileManager.default.contents(atPath: hubPath), let text = String(data: data, encoding: .utf8) else {
             throw InputError(message: "no hub is set for \(store) (\(hubPath) is missing): pass --hub URL, or set the device up with stele init or stele join")
         }
-        return try Self.url(text.trimmingCharacters(in: .whitespacesAndNewlines))
+        do {
+            return try Self.url(text.trimmingCharacters(in: .whitespacesAndNewlines))
+        } catch let error as InputError {
+            throw InputError(message: "\(hubPath): \(error.message) (or pass --hub URL)")
+        }
     }
 
     func saveHub(_ url: URL) throws {
@@ -33,10 +37,14 @@ struct DeviceFiles {
         }
     }
 
-    /// A hub URL: http or https with a host.
+    /// A hub URL: http or https with a host, and no path (the client puts `/v1/...`
+    /// after the host; a path given would be dropped without a word).
     static func url(_ text: String) throws -> URL {
         guard let url = URL(string: text), ["http", "https"].contains(url.scheme ?? ""), url.host != nil else {
             throw InputError(message: "'\(text)' is not a hub URL; give one like http://127.0.0.1:8420")
+        }
+        guard url.path.isEmpty || url.path == "/", url.query == nil, url.fragment == nil else {
+            throw InputError(message: "'\(text)' has a path; give the hub's address alone, like http://127.0.0.1:8420 (the hub's paths start /v1 by themselves)")
         }
         return url
     }

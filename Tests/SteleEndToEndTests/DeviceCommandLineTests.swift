@@ -14,6 +14,7 @@ import TestSupport
             (["init"], "expected one store path"),
             (["init", store], "--hub URL is required"),
             (["init", store, "--hub", "not a url"], "is not a hub URL"),
+            (["init", store, "--hub", world.hub() + "/v1"], "has a path"),
             (["init", store, "--hub", world.hub(), "--nmae", "x"], "did you mean '--name'"),
             (["join", store, "--hub", world.hub()], "--account ID is required"),
             (["join", store, "--hub", world.hub(), "--account", "zz"], "is not an account id"),
@@ -52,6 +53,11 @@ import TestSupport
         #expect(again.status == 2)
         #expect(again.error.contains("exists already"), "\(again)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: store + ".keys")) == before)
+        // The invite is spent: the hub says so, and the message does not ask for a code already given.
+        let spent = try world.stele("init", world.path("tablet"), "--hub", world.hub(), "--invite", invite)
+        #expect(spent.status == 1)
+        #expect(spent.error.contains("already spent"), "\(spent)")
+        #expect(!FileManager.default.fileExists(atPath: world.path("tablet")))
         // Joining an account the hub does not have.
         let lost = try world.stele("join", world.path("laptop"), "--hub", world.hub(), "--account", AccountID.generate().hex)
         #expect(lost.status == 1, "\(lost)")
@@ -71,6 +77,17 @@ import TestSupport
         let approve = try world.stele("approve", world.path("phone"), "00000000")
         #expect(approve.status == 1)
         #expect(approve.error.contains("asked to join"), "\(approve)")
+        let member = try world.stele("approve", world.path("phone"), try world.deviceID("phone"))
+        #expect(member.status == 1)
+        #expect(member.error.contains("already a member"), "\(member)")
+        // A saved hub address that is no URL: the file is named.
+        let hubFile = world.path("phone") + ".keys-hub"
+        let saved = try String(contentsOfFile: hubFile, encoding: .utf8)
+        try "not a url\n".write(toFile: hubFile, atomically: true, encoding: .utf8)
+        let broken = try world.stele("sync", world.path("phone"), "--timeout", "2s")
+        #expect(broken.status == 2, "\(broken)")
+        #expect(broken.error.contains(hubFile), "\(broken)")
+        try saved.write(toFile: hubFile, atomically: true, encoding: .utf8)
         let revokeSelf = try world.stele("revoke", world.path("phone"), try world.deviceID("phone"))
         #expect(revokeSelf.status == 2)
         #expect(revokeSelf.error.contains("cannot revoke itself"), "\(revokeSelf)")

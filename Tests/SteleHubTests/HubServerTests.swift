@@ -157,6 +157,30 @@ struct HubServerTests {
         #expect(fine.body.count == 1024)
     }
 
+    /// A body whose length is said two ways (two Content-Lengths that differ, or
+    /// Content-Length with Transfer-Encoding) is refused `400` before the handler
+    /// sees it (RFC 9112 §6.3); a repeated equal length is one length.
+    @Test func aBodyLengthSaidTwoWaysIsRefused() throws {
+        let handler = MailboxHandler()
+        let server = try server(handler)
+        defer { server.stop() }
+        let requests = [
+            "POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 16\r\nContent-Length: 17\r\n\r\n0123456789abcdefg",
+            "POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        ]
+        for request in requests {
+            let client = try RawHTTPClient(port: server.port)
+            try client.send(Array(request.utf8))
+            let response = try client.readResponse()
+            #expect(response.status == 400, "\(request)")
+            #expect(response.text.contains("two ways"), "\(response.text)")
+        }
+        #expect(handler.handled.withLock { $0.isEmpty })
+        let same = try RawHTTPClient(port: server.port)
+        try same.send(Array("POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello".utf8))
+        #expect(try same.readResponse().status == 200)
+    }
+
     @Test func aParkedPollIsAnsweredWhenAnotherRequestWakesItAndNotBefore() throws {
         let handler = MailboxHandler()
         // No re-check within the test: only the wake can answer it.
