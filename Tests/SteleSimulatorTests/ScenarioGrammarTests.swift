@@ -30,9 +30,10 @@ import Testing
     static func draw(_ form: StatementForm, _ random: inout SplitMix64, grammar: ScenarioGrammar = grammar) throws -> Draw {
         let preamble = StatementPrintingTests.preamble
         let declared = try state(after: preamble, in: grammar)
-        for _ in 0..<100 {
-            let arguments = drawArguments(form, declared, &random)
-            for (context, text) in [(declared, preamble), (ParseState(file: "empty", grammar: grammar), "")] {
+        // After the preamble first (a restore must draw the device its backup was taken of), then alone.
+        for (context, text) in [(declared, preamble), (ParseState(file: "empty", grammar: grammar), "")] {
+            for _ in 0..<100 {
+                let arguments = drawArguments(form, context.devices.isEmpty ? declared : context, &random)
                 var state = context
                 do {
                     try form.check?(&state, Arguments(values: arguments))

@@ -214,7 +214,17 @@ import Testing
         ("fleet a\nnamespace m messages\ncontact bob b1\nb1 post m x hi", 4, "m is no conversation with bob"),
         ("fleet a\nnamespace m messages\nexpect a outbox m 1", 3, "m is no conversation"),
         ("fleet a\ncontact bob b1\nconversation chat with bob\nexpect a delivered cht m1", 4, "cht is no conversation; did you mean 'chat'?"),
-        ("fleet a\ncontact bob b1\nconversation chat with bob\nexpect a outbox chat lots", 4, "lots is not a count"),
+        ("fleet a\ncontact bob b1\nconversation chat with bob\nexpect a outbox chat lots", 4, "lots is not a count; write a whole number"),
+        // A # glued to a word would cut the value without a word.
+        ("fleet a\nnamespace n causal\na put n k v#x", 3, "a # inside the word v#"),
+        ("fleet a\nnamespace n causal\na put n k v # a comment\na put n k w#", 4, "quote the value"),
+        // A backup goes back where it was taken, and the hint names every way to take one.
+        ("fleet a b\nbackup b as bb\nrestore a from bb", 3, "backup bb was taken of b, not of a"),
+        ("fleet a\nhub\nclient c\nbackup c as cb\nhub restore from cb", 5, "backup cb was taken of c, not of the hub"),
+        ("fleet a\nhub\nhub backup as hb\nrestore a from hb", 4, "backup hb was taken of the hub, not of a"),
+        ("fleet a\nanchor backup as ab\nhub\nhub restore from ab", 4, "taken of the anchor"),
+        ("hub\nhub restore from nothing", 2, "hub backup as nothing"),
+        ("hub\nclient c\nhub fail next 0 push with 500", 3, "fails nothing"),
     ]
 
     @Test(arguments: badScenarios.indices)

@@ -35,6 +35,7 @@ import TestSupport
         contact ben bd1 bd2
         conversation talk with ben
         backup a as old
+        anchor backup as kept
         """
 
     static func draw(_ random: inout SplitMix64) -> Statement {
@@ -97,7 +98,7 @@ import TestSupport
             .offline(blocking), .online([device, "bd1"]), .partition(["a"], ["b", "c"]), .heal,
             .networkLoss(loss), .networkDuplicate(duplicate),
             .networkDelay(min: milliseconds / 3, max: milliseconds), .sync, .advance(milliseconds), .gc(on),
-            .backup(device: device, label: pick(["old", "new-1"])), .restore(device: device, label: "old", withKeys: withKeys),
+            .backup(device: device, label: pick(["old", "new-1"])), .restore(device: "a", label: "old", withKeys: withKeys),
             .crash(device), .anchor(anchor), .skew(device: device, milliseconds: skew),
             .storageFault(device: device, fault, afterSteps: after), .expect(expectation),
         ]

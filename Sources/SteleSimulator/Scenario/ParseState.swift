@@ -19,6 +19,8 @@ struct ParseState {
     var namespaces: [String: NamespaceKind] = [:]
     var hasFleet = false
     var backups: Set<String> = []
+    /// What each backup was taken of: a device's or client's name, "the hub", "the anchor".
+    var backupOwners: [String: String] = [:]
     /// Contact accounts (`contact NAME D1 D2`), each device of one, and each
     /// contact's conversations (`conversation NS with NAME`).
     var contacts: Set<String> = []
@@ -178,7 +180,17 @@ struct ParseState {
     }
 
     func backup(_ name: String) throws {
-        guard backups.contains(name) else { throw Message("no backup named \(name) above; take it first with backup D as \(name)") }
+        guard backups.contains(name) else {
+            throw Message(
+                "no backup named \(name) above\(Spelling.hint(name, in: backups)); take it first: backup D as \(name), backup C as \(name), hub backup as \(name) or anchor backup as \(name)")
+        }
+    }
+
+    /// A backup is put back where it was taken: `subject` (a device, a client, "the
+    /// hub", "the anchor") restores only a backup of its own.
+    func restoring(_ name: String, to subject: String) throws {
+        guard let owner = backupOwners[name], owner != subject else { return }
+        throw Message("backup \(name) was taken of \(owner), not of \(subject); put it back where it was taken, or take a backup of \(subject) first")
     }
 
     func contact(_ name: String) throws {
@@ -194,7 +206,7 @@ struct ParseState {
     }
 
     func number(_ text: String) throws -> Int {
-        guard let value = Int(text), value >= 0 else { throw Message("\(text) is not a count") }
+        guard let value = Int(text), value >= 0 else { throw Message("\(text) is not a count; write a whole number from 0") }
         return value
     }
 

@@ -144,16 +144,21 @@ extension ScenarioGrammar {
     static let storage: [StatementForm] = [
         StatementForm(
             "backup", .device, "as", .declaring("NAME", "a backup name"),
-            check: { state, arguments in state.backups.insert(arguments.word(1)) },
+            check: { state, arguments in
+                state.backups.insert(arguments.word(1))
+                state.backupOwners[arguments.word(1)] = arguments.word(0)
+            },
             build: { .backup(device: $0.word(0), label: $0.word(1)) },
             print: { if case let .backup(device, label) = $0 { [.word(device), .word(label)] } else { nil } }),
         StatementForm(
             "restore", .device, "from", .backup,
+            check: { state, arguments in try state.restoring(arguments.word(1), to: arguments.word(0)) },
             build: { .restore(device: $0.word(0), label: $0.word(1), withKeys: false) },
             print: { if case let .restore(device, label, false) = $0 { [.word(device), .word(label)] } else { nil } }),
         // Added: the key store (and its stamp floor) rolled back with the replica.
         StatementForm(
             "restore", .device, "from", .backup, "with", "keys",
+            check: { state, arguments in try state.restoring(arguments.word(1), to: arguments.word(0)) },
             build: { .restore(device: $0.word(0), label: $0.word(1), withKeys: true) },
             print: { if case let .restore(device, label, true) = $0 { [.word(device), .word(label)] } else { nil } }),
         StatementForm(
@@ -193,11 +198,13 @@ extension ScenarioGrammar {
             "anchor", "backup", "as", .declaring("NAME", "a backup name"),
             check: { state, arguments in
                 guard state.backups.insert(arguments.word(0)).inserted else { throw Message("a backup named \(arguments.word(0)) was taken above") }
+                state.backupOwners[arguments.word(0)] = "the anchor"
             },
             build: { .anchor(.backup(label: $0.word(0))) },
             print: { if case .anchor(.backup(let label)) = $0 { [.word(label)] } else { nil } }),
         StatementForm(
             "anchor", "restore", "from", .backup,
+            check: { state, arguments in try state.restoring(arguments.word(0), to: "the anchor") },
             build: { .anchor(.restore(label: $0.word(0))) },
             print: { if case .anchor(.restore(let label)) = $0 { [.word(label)] } else { nil } }),
     ]

@@ -60,6 +60,9 @@ extension ScenarioGrammar {
             print: { if case let .hub(.rollup(kind, set, member)) = $0 { [.word(kind), .word(set), .word(member)] } else { nil } }),
         StatementForm(
             "hub", "fail", "next", .count, "push", "with", .choice(HubStatement.PushFault.self, "CODE", noun: "failure"),
+            check: { _, arguments in
+                guard arguments.count(0) > 0 else { throw Message("hub fail next 0 push fails nothing; write 1 or more") }
+            },
             build: { .hub(.failPushes(count: $0.count(0), $0.choice(1, as: HubStatement.PushFault.self))) },
             print: { if case let .hub(.failPushes(count, fault)) = $0 { [.count(count), .word(fault.rawValue)] } else { nil } }),
         StatementForm(
@@ -78,11 +81,13 @@ extension ScenarioGrammar {
             "hub", "backup", "as", .declaring("NAME", "a backup name"),
             check: { state, arguments in
                 guard state.backups.insert(arguments.word(0)).inserted else { throw Message("a backup named \(arguments.word(0)) was taken above") }
+                state.backupOwners[arguments.word(0)] = "the hub"
             },
             build: { .hub(.backup(label: $0.word(0))) },
             print: { if case .hub(.backup(let label)) = $0 { [.word(label)] } else { nil } }),
         StatementForm(
             "hub", "restore", "from", .backup,
+            check: { state, arguments in try state.restoring(arguments.word(0), to: "the hub") },
             build: { .hub(.restore(label: $0.word(0))) },
             print: { if case .hub(.restore(let label)) = $0 { [.word(label)] } else { nil } }),
         StatementForm(
@@ -106,11 +111,13 @@ extension ScenarioGrammar {
             "backup", .client, "as", .declaring("NAME", "a backup name"),
             check: { state, arguments in
                 guard state.backups.insert(arguments.word(1)).inserted else { throw Message("a backup named \(arguments.word(1)) was taken above") }
+                state.backupOwners[arguments.word(1)] = arguments.word(0)
             },
             build: { .hub(.backupClient(client: $0.word(0), label: $0.word(1))) },
             print: { if case let .hub(.backupClient(client, label)) = $0 { [.word(client), .word(label)] } else { nil } }),
         StatementForm(
             "restore", .client, "from", .backup,
+            check: { state, arguments in try state.restoring(arguments.word(1), to: arguments.word(0)) },
             build: { .hub(.restoreClient(client: $0.word(0), label: $0.word(1))) },
             print: { if case let .hub(.restoreClient(client, label)) = $0 { [.word(client), .word(label)] } else { nil } }),
     ]

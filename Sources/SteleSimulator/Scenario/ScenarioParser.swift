@@ -94,7 +94,8 @@ public enum ScenarioParser {
             }
             switch character {
             case "#":
-                if hasToken { tokens.append(Token(text: current, quoted: false)) }
+                // A comment starts a word of its own: `v#x` would store `v` without a word.
+                guard !hasToken else { throw Message("a # inside the word \(current)#...: quote the value (\"\(current)#...\"), or put a space before a comment") }
                 return tokens
             case " ", "\t":
                 if hasToken { tokens.append(Token(text: current, quoted: false)) }
