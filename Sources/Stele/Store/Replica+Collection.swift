@@ -20,8 +20,10 @@ public enum CollectionOutcome: Sendable, Equatable {
     case notAcked
     /// The commit would move the generation backwards or nowhere: nothing changed.
     case generationNotAhead
-    /// The generation was adopted, but the content moved since the ack, so every
-    /// tombstone is kept for a later round (001 §4).
+    /// The generation was adopted, but the content moved since the ack, so the
+    /// `causal` and `lww` tombstones are kept for a later round (001 §4). The `log`
+    /// markers and deleted messages the ack vouched for are dropped all the same
+    /// (``Replica/commit(round:digest:generation:knowledge:)``).
     case adoptedKeepingTombstones
     /// The generation was adopted and this many tombstones dropped.
     case collected(Int)
@@ -80,8 +82,17 @@ extension Replica {
 
     /// Carries out a commit of `round` to `generation` (DESIGN §6): only for the
     /// round acked last; the generation is adopted (never moved backwards); the
-    /// tombstones the ack vouched for are dropped only if the content digest is
-    /// still the agreed `digest`. Freed pages go back to the file system.
+    /// tombstones the ack vouched for are dropped if the content digest is still
+    /// the agreed `digest`. Freed pages go back to the file system.
+    ///
+    /// A device whose content moved since its ack keeps its `causal` and `lww`
+    /// tombstones for a later round (001 §4), but drops the `log` markers and
+    /// deleted messages its ack vouched for, as the devices that did not move
+    /// do. Those are leaves: every member held them when it acked, so each is
+    /// one the round collected. Kept, this device sent them on, the others took
+    /// them back, and a marker buried the group a user had started again under
+    /// its name since the collection (docs/scenarios.md `D bury`: "once the
+    /// barrier has collected the tombstone, the same name starts a new group").
     /// - Parameter knowledge: what the fleet had seen when it agreed, kept for
     ///   recoveries this device may later serve or need (``Knowledge``).
     public func commit(round: RoundNonce, digest: Hash32, generation: UInt64, knowledge: Knowledge = Knowledge()) throws -> CollectionOutcome {
@@ -89,7 +100,7 @@ extension Replica {
         guard generation > self.generation else { return .generationNotAhead }
         let unmoved = try contentDigest() == digest
         let dropped = try write {
-            let dropped = unmoved ? try dropTombstones(upTo: ack.watermark) : 0
+            let dropped = try dropTombstones(upTo: ack.watermark, leavesOnly: !unmoved)
             try connection.execute("UPDATE replica SET generation = ? WHERE id = 1", [.integer(Int64(generation))])
             try recordCollectedKnowledge(knowledge)
             if unmoved {
@@ -155,11 +166,12 @@ extension Replica {
     }
 
     /// Drops every tombstone whose sequence number is at most `watermark`, in
-    /// every replicated namespace, keeping the digests in step (a `log` marker is
-    /// a leaf). Inside the caller's transaction.
-    private func dropTombstones(upTo watermark: UInt64) throws -> Int {
+    /// every replicated namespace (or, `leavesOnly`, in those whose tombstones are
+    /// leaves: `log` and `messages`), keeping the digests in step (a `log` marker
+    /// is a leaf). Inside the caller's transaction.
+    private func dropTombstones(upTo watermark: UInt64, leavesOnly: Bool = false) throws -> Int {
         var dropped = 0
-        for declaration in namespaces {
+        for declaration in namespaces where !leavesOnly || declaration.kind.tombstonesAreLeaves {
             guard let filter = Self.collectableFilter(declaration) else { continue }
             let bound: [SQLValue] = [.integer(Int64(watermark))]
             if declaration.kind.tombstonesAreLeaves, maintainsDigests {
