@@ -43,21 +43,47 @@ extension Simulation {
     /// message on any device of the account or, in a conversation, of the
     /// contact's. A store that cannot be read counts as holding it. Revoked
     /// devices are left out: nothing they hold reaches the fleet.
+    ///
+    /// Nor does a device below the landed anchor's generation hold what that
+    /// anchor's round collected (a marker, a deleted message, its knowledge
+    /// covers): it drops them when it adopts the generation (it missed the
+    /// commit) or recovers from the anchor, and sends them nowhere meanwhile (a
+    /// generation gap stops content reconcile).
     func nameFreed(by operation: WorkloadOperation, on writer: SimulatedDevice) -> Bool {
         let holders: [SimulatedDevice]
-        let holds: (Replica) throws -> Bool
+        let holds: (SimulatedDevice) throws -> Bool
         switch operation {
         case let .append(namespace, group, _):
             holders = everyDevice.filter { !$0.isRevoked && $0.account == writer.account }
-            holds = { try $0.log(namespace).isBuried(group) }
+            holds = { device in
+                let log = try device.replica.log(namespace)
+                guard try log.isBuried(group) else { return false }
+                guard let collected = self.collected(below: device) else { return true }
+                return !(try log.events()).filter { $0.group == group && $0.kind == .marker }.allSatisfy { collected.covers($0.stamp) }
+            }
         case let .post(namespace, message, _):
             let contact = ((try? writer.replica.conversations()) ?? []).first { $0.name == namespace }?.contact
             holders = everyDevice.filter { !$0.isRevoked && ($0.account == writer.account || $0.account == contact) }
-            holds = { !(try $0.messages(namespace).ops(of: message)).isEmpty }
+            holds = { device in
+                let messages = try device.replica.messages(namespace)
+                let ops = try messages.ops(of: message)
+                guard !ops.isEmpty else { return false }
+                guard let collected = self.collected(below: device), try messages.message(message)?.isDeleted ?? false else { return true }
+                return !ops.allSatisfy(collected.covers)
+            }
         default:
             return false
         }
-        return observing { holders.allSatisfy { (try? holds($0.replica)) == false } }
+        return observing { holders.allSatisfy { (try? holds($0)) == false } }
+    }
+
+    /// What the round of the anchor `device`'s account has landed had seen, when
+    /// the device is below that anchor's generation.
+    private func collected(below device: SimulatedDevice) -> Knowledge? {
+        guard let sealed = anchors.bytes(of: device.account), let anchor = opened(sealed, by: device),
+            device.replica.generation < anchor.header.generation, let snapshot = try? Snapshot(decoding: anchor.snapshot)
+        else { return nil }
+        return snapshot.knowledge
     }
 
     /// The devices, of any account, whose conversations still owe a delivery, and how many messages.
