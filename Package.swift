@@ -50,7 +50,7 @@ let package = Package(
             dependencies: ["SteleSQL", .target(name: "CCrypto", condition: .when(platforms: [.linux, .android, .windows, .openbsd])), "CZlib"]),
         .target(name: "SteleSimulator", dependencies: ["Stele", "SteleSQL", "SteleHub"]),
         .target(name: "SteleBench", dependencies: ["Stele", "SteleSQL", "SteleSimulator"]),
-        .executableTarget(name: "stele", dependencies: ["Stele", "SteleSimulator", "SteleBench"]),
+        .executableTarget(name: "stele", dependencies: ["Stele", "SteleSQL", "SteleSimulator", "SteleBench"]),
         // The hub (DESIGN §8.1, HUB-API.md): request handling as plain code over a storage, then the HTTP front.
         .target(name: "SteleHub", dependencies: ["Stele", "SteleSQL"]),
         // The hub's PostgreSQL storage, apart so that the simulator (and `stele simulate`) runs the hub without libpq.

@@ -32,6 +32,22 @@ enum DemoCommand {
             if FileManager.default.fileExists(atPath: keep, isDirectory: &isFolder), !isFolder.boolValue {
                 throw InputError(message: "--keep \(keep): that is a file; name a folder (it is made if missing)")
             }
+            // Never over what is there: a store of the same name may be someone's data.
+            for name in ["phone", "laptop", "tablet"] {
+                let path = (keep as NSString).appendingPathComponent("\(name).stele")
+                for suffix in ["", "-wal", "-shm", ".keys-floor"] where FileManager.default.fileExists(atPath: path + suffix) {
+                    throw InputError(message: "--keep \(keep) already holds \(name).stele\(suffix); the demo writes over nothing: name an empty or new folder")
+                }
+            }
+            // Made now, so a folder that cannot be made fails before the story, not after it.
+            do {
+                try FileManager.default.createDirectory(atPath: keep, withIntermediateDirectories: true)
+            } catch {
+                throw InputError(message: "--keep \(keep): cannot make that folder (check the path and its permissions)")
+            }
+            guard FileManager.default.isWritableFile(atPath: keep) else {
+                throw InputError(message: "--keep \(keep): the folder is not writable; name one you can write to")
+            }
         }
         guard
             try DemoStory(

@@ -1,5 +1,6 @@
 import Foundation
 import Stele
+import SteleSQL
 
 /// `stele inspect STORE [--json] [--keys NS]`: what a store holds, without changing it;
 /// `--keys NS`: the live keys of one namespace (a log's events, a conversation's messages).
@@ -12,6 +13,7 @@ enum InspectCommand {
             throw UsageError(message: parsed.positionals.isEmpty ? "name the store to inspect" : "inspect takes one store", usage: usage)
         }
         let report: StoreReport
+        let problems: [String]
         do {
             // Read-only: inspecting never writes to the store.
             let replica = try Replica.open(at: path, options: Replica.Options(readOnly: true))
@@ -20,11 +22,23 @@ enum InspectCommand {
                 return
             }
             report = try replica.report()
+            // Every page read once: damage no command of the moment touches is found here.
+            problems = try replica.integrityProblems()
         } catch let error as ReplicaError {
             throw InputError(message: error.message)
+        } catch let error as SQLiteError {
+            throw storeFailure(error) ?? error
         }
-        if parsed.has("--json") {
-            print(try jsonText(report))
+        show(report, json: parsed.has("--json"))
+        if !problems.isEmpty {
+            printError("stele inspect: \(path) is damaged (SQLite's quick_check: \(problems.prefix(3).joined(separator: "; "))); restore it from a backup")
+            throw ExitStatus(code: 1)
+        }
+    }
+
+    private static func show(_ report: StoreReport, json: Bool) {
+        if json {
+            print((try? jsonText(report)) ?? "{}")
             return
         }
         print(

@@ -95,6 +95,15 @@ enum LedgerCommand {
             throw InputError(message: "no ledger at \(given): neither the file nor \(given).ledger exists (name the ledger file, or the app's store beside it)")
         }
         guard !isDirectory.boolValue else { throw InputError(message: "\(given) is a directory, not a ledger") }
+        // A file that is no SQLite database at all is not a ledger (one that is damaged
+        // inside shows as halted, corrupt: its stamps are the app's evidence).
+        if let handle = FileHandle(forReadingAtPath: given) {
+            let head = (try? handle.read(upToCount: 16)) ?? Data()
+            try? handle.close()
+            if head != Data("SQLite format 3\u{0}".utf8) {
+                throw InputError(message: "\(given) is not a ledger: it is no SQLite database (name the ledger file, or the app's store beside it)")
+            }
+        }
         return given
     }
 

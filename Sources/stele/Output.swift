@@ -1,4 +1,5 @@
 import Foundation
+import SteleSQL
 
 /// Writes a line to standard error.
 func printError(_ message: String) {
@@ -33,4 +34,19 @@ func grouped(_ value: Int) -> String {
         result.append(character)
     }
     return (value < 0 ? "-" : "") + result
+}
+
+/// What a SQLite failure on a store means for its user, when it is one they can
+/// act on: a damaged file (restore it), or a read-only one (SQLite writes its
+/// `-wal` and `-shm` files beside the store even to read it).
+func storeFailure(_ error: SQLiteError) -> InputError? {
+    switch error.code.primary {
+    case .corrupt, .notADatabase:
+        return InputError(message: "the store is damaged (SQLite: \(error.message)); restore it from a backup")
+    case .readOnly:
+        return InputError(
+            message: "the store cannot be written (SQLite: \(error.message)): its file or its folder is read-only, and SQLite writes the store's -wal and -shm files beside it even to read it; copy the store somewhere writable, or make it writable")
+    default:
+        return nil
+    }
 }

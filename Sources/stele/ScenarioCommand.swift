@@ -41,7 +41,12 @@ enum ScenarioCommand {
         // Every file parses before any runs: a typo is reported before anything happens.
         var scenarios: [Scenario] = []
         for path in parsed.positionals {
-            guard let data = FileManager.default.contents(atPath: path) else { throw InputError(message: "cannot read \(path): no such file") }
+            guard let data = FileManager.default.contents(atPath: path) else {
+                var isFolder: ObjCBool = false
+                let exists = FileManager.default.fileExists(atPath: path, isDirectory: &isFolder)
+                let why = !exists ? "no such file" : isFolder.boolValue ? "it is a folder; name a scenario file" : "it cannot be read (check its permissions)"
+                throw InputError(message: "cannot read \(path): \(why)")
+            }
             guard let text = String(data: data, encoding: .utf8) else { throw InputError(message: "\(path) is not UTF-8 text") }
             do {
                 scenarios.append(try ScenarioParser.parse(text, file: path))

@@ -50,6 +50,16 @@ enum SimulateCommand {
             options.ledgerClients = clients
         }
         if let list = parsed.options["--faults"] { options.faults = try faults(list) }
+        let hubFaults = options.faults.intersection([.hub, .hubRestore])
+        if !hubFaults.isEmpty, options.clients + options.ledgerClients == 0, parsed.options["--faults"] != nil, parsed.options["--faults"] != "all" {
+            throw UsageError(
+                message: "--faults \(hubFaults.map(\.rawValue).sorted().joined(separator: ",")) needs a hub: add --clients C or --ledger-clients L", usage: usage)
+        }
+        // The files asked for are checked before the runs, not after them.
+        for flag in ["--report", "--scenario"] {
+            guard let path = parsed.options[flag] else { continue }
+            try checkWritable(path, flag)
+        }
         // The report draws the tombstones retained after every write.
         options.recordsTombstoneCounts = parsed.options["--report"] != nil
 
@@ -123,9 +133,30 @@ enum SimulateCommand {
         return number
     }
 
+    /// A file the run will write: a folder, or a place that cannot be written, is said now.
+    private static func checkWritable(_ path: String, _ flag: String) throws {
+        var isFolder: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) {
+            guard !isFolder.boolValue else { throw UsageError(message: "\(flag) \(path) is a folder; name a file", usage: usage) }
+            guard FileManager.default.isWritableFile(atPath: path) else { throw UsageError(message: "\(flag) \(path) cannot be written", usage: usage) }
+            return
+        }
+        let folder = (path as NSString).deletingLastPathComponent
+        let parent = folder.isEmpty ? "." : folder
+        guard FileManager.default.fileExists(atPath: parent, isDirectory: &isFolder), isFolder.boolValue else {
+            throw UsageError(message: "\(flag) \(path): the folder \(parent) does not exist", usage: usage)
+        }
+        guard FileManager.default.isWritableFile(atPath: parent) else {
+            throw UsageError(message: "\(flag) \(path): the folder \(parent) cannot be written", usage: usage)
+        }
+    }
+
     private static func faults(_ list: String) throws -> Set<SimulationRun.Fault> {
         if list == "all" { return Set(SimulationRun.Fault.allCases) }
         if list == "none" { return [] }
+        guard !list.split(separator: ",").isEmpty, !list.split(separator: ",", omittingEmptySubsequences: false).contains(where: \.isEmpty) else {
+            throw UsageError(message: "--faults '\(list)' names no fault; give a comma-separated list, all, or none", usage: usage)
+        }
         var faults: Set<SimulationRun.Fault> = []
         for name in list.split(separator: ",").map(String.init) {
             guard let fault = SimulationRun.Fault(rawValue: name) else {

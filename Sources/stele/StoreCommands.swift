@@ -1,5 +1,6 @@
 import Foundation
 import Stele
+import SteleSQL
 import SteleSimulator
 
 /// `stele namespace|put|get|delete|ls STORE ...`: reads and writes on a device's
@@ -50,6 +51,8 @@ enum StoreCommands {
     static func delete(_ arguments: [String]) throws {
         let (parsed, replica) = try open(arguments, count: 3, usage: deleteUsage, what: "a store, a namespace and a key")
         let (name, key) = (parsed.positionals[1], parsed.positionals[2])
+        // The key rule of put: a key that cannot be written cannot be deleted either.
+        guard (1...1_024).contains(key.utf8.count) else { throw InputError(message: "a key is 1 to 1,024 UTF-8 bytes; this one has \(key.utf8.count)") }
         try storeErrors {
             switch try replica.declaration(of: name).kind {
             case .causal: _ = try replica.causal(name).delete(key)
@@ -76,13 +79,45 @@ enum StoreCommands {
             }
         }
         if parsed.has("--json") {
-            print(try jsonText(Dictionary(uniqueKeysWithValues: entries.map { ($0.key, String(decoding: $0.value, as: UTF8.self)) })))
+            // Written pair by pair: two keys that differ only in their Unicode spelling ("é"
+            // as one character or two) are two rows of the store, and one Swift dictionary
+            // would hold only one of them.
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.withoutEscapingSlashes]
+            let pairs = try entries.sorted { Array($0.key.utf8).lexicographicallyPrecedes(Array($1.key.utf8)) }.map { entry in
+                let key = String(decoding: try encoder.encode(entry.key), as: UTF8.self)
+                let value = String(decoding: try encoder.encode(String(decoding: entry.value, as: UTF8.self)), as: UTF8.self)
+                return "  \(key) : \(value)"
+            }
+            print(pairs.isEmpty ? "{\n\n}" : "{\n" + pairs.joined(separator: ",\n") + "\n}")
         } else {
-            for entry in entries { print("\(entry.key)\t\(String(decoding: entry.value, as: UTF8.self))") }
+            // One row a line: a tab, a line break or a terminal's escape inside a key or a
+            // value is written escaped (`\t`, `\n`, `\u{1B}`), so lines stay rows.
+            for entry in entries { print("\(Self.visible(entry.key))\t\(Self.visible(String(decoding: entry.value, as: UTF8.self)))") }
         }
     }
 
     // MARK: - Shared
+
+    /// Text with its control characters written as escapes, and a backslash as two.
+    static func visible(_ text: String) -> String {
+        var out = ""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\\": out += "\\\\"
+            case "\t": out += "\\t"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            default:
+                if scalar.properties.generalCategory == .control || scalar.properties.generalCategory == .format && scalar.value < 0x2000 {
+                    out += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return out
+    }
 
     private static func read(_ replica: Replica, _ name: String, _ key: String) throws -> [UInt8]? {
         switch try replica.declaration(of: name).kind {
@@ -105,6 +140,12 @@ enum StoreCommands {
             throw UsageError(message: "expected \(what), got \(parsed.positionals.count) argument\(parsed.positionals.count == 1 ? "" : "s")", usage: usage)
         }
         let path = parsed.positionals[0]
+        if let given = parsed.options["--keys"] {
+            var isFolder: ObjCBool = false
+            if FileManager.default.fileExists(atPath: given, isDirectory: &isFolder), isFolder.boolValue {
+                throw UsageError(message: "--keys \(given) is a folder; name the key ring's file (STORE.keys by default)", usage: usage)
+            }
+        }
         let keys = FileKeyStore(path: parsed.options["--keys"] ?? path + ".keys")
         let replica = try storeErrors {
             try Replica.open(at: path, options: Replica.Options(readOnly: readOnly, stampFloor: readOnly ? nil : keys))
@@ -120,6 +161,8 @@ enum StoreCommands {
             throw InputError(message: error.message)
         } catch let error as KeyStoreError {
             throw InputError(message: error.message)
+        } catch let error as SQLiteError {
+            throw storeFailure(error) ?? error
         }
     }
 

@@ -255,6 +255,12 @@ import TestSupport
         #expect(FileManager.default.createFile(atPath: file, contents: Data("x".utf8)))
         let refused = try Self.stele("demo", "--keep", file)
         #expect(refused.status == 2 && refused.error.contains("that is a file"), "\(refused.error)")
+        // Never over stores that are there: a second --keep into the same folder is refused and changes nothing.
+        let before = try Data(contentsOf: URL(fileURLWithPath: folder + "/phone.stele"))
+        let again = try Self.stele("demo", "--keep", folder)
+        #expect(again.status == 2 && again.error.contains("already holds phone.stele"), "\(again.error)")
+        #expect(!again.output.contains("Verdict"), "the story ran before the refusal")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: folder + "/phone.stele")) == before)
     }
 
     /// The suite's JSON shape and fixed names (speed itself is never asserted).
@@ -401,5 +407,17 @@ import TestSupport
         }
         let typo = try Self.stele("simulate", "--faults", "los")
         #expect(typo.error.contains("unknown fault 'los'; did you mean 'loss'?"))
+        // Said before any run: hub faults without a hub, an empty list, files that cannot be written.
+        let directory = try TemporaryDirectory()
+        for (arguments, message) in [
+            (["--faults", "hub,crash"], "needs a hub"), (["--faults", ""], "names no fault"), (["--faults", "loss,"], "names no fault"),
+            (["--report", directory.path], "is a folder"), (["--scenario", directory.file("no/such/folder/x.scenario")], "does not exist"),
+        ] {
+            let started = Date()
+            let run = try Self.stele(["simulate", "--steps", "3000", "--seeds", "50"] + arguments)
+            #expect(run.status == 2, "\(arguments)")
+            #expect(run.error.contains(message), "\(arguments): \(run.error)")
+            #expect(Date().timeIntervalSince(started) < 10, "\(arguments): the runs went first")
+        }
     }
 }

@@ -116,6 +116,12 @@ import TestSupport
         let emptyRun = try Self.stele("ledger", empty)
         #expect(emptyRun.status == 2, "\(emptyRun.output)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: empty)).isEmpty)
+        // Bytes that are no SQLite database: not shown as a halted ledger, refused.
+        let garbage = directory.file("garbage.ledger")
+        #expect(FileManager.default.createFile(atPath: garbage, contents: Data((0..<4_096).map { UInt8(truncatingIfNeeded: $0 &* 31) })))
+        let garbageRun = try Self.stele("ledger", garbage)
+        #expect(garbageRun.status == 2, "\(garbageRun.output)")
+        #expect(garbageRun.error.contains("no SQLite database"), "\(garbageRun.error)")
         let usage = try Self.stele("ledger")
         #expect(usage.status == 2)
         let badFlag = try Self.stele("ledger", other, "--stamps", "many")

@@ -57,6 +57,9 @@ import TestSupport
             (["namespace", path, "notes", "lww"], "declared as causal"),
             (["get", directory.file("missing.stele"), "notes", "k"], "no Stele store at"),
             (["put", path, "notes", "k", "v", "--kyes", "f"], "did you mean '--keys'?"),
+            (["put", path, "notes", "k", "v", "--keys", directory.path], "is a folder"),
+            (["delete", path, "notes", ""], "a key is 1 to 1,024 UTF-8 bytes"),
+            (["delete", path, "notes", String(repeating: "k", count: 1_025)], "a key is 1 to 1,024 UTF-8 bytes"),
         ]
         for (arguments, message) in cases {
             let run = try CLITests.stele(arguments)
@@ -65,6 +68,47 @@ import TestSupport
         }
         #expect(try replica.digest(of: "notes") == before)
         #expect(try replica.causal("notes").get("k") == "v".bytes)
+    }
+
+    /// `ls` keeps one row a line: a tab, a line break or a terminal escape in a
+    /// key or value is written escaped; `--json` holds two keys that differ only
+    /// in their Unicode spelling as two keys (a dictionary would have trapped).
+    @Test func lsWritesEveryRowOnItsOwnLineAndEveryKeyInItsJSON() throws {
+        let directory = try TemporaryDirectory()
+        let (path, replica) = try Self.store(directory)
+        try replica.causal("notes").put("a\tb", "line\nbreak \u{1B}[31mred".bytes)
+        try replica.causal("notes").put("\u{e9}", "composed".bytes)
+        try replica.causal("notes").put("e\u{301}", "decomposed".bytes)
+        let text = try Self.stele("ls", path, "notes")
+        #expect(text.status == 0)
+        #expect(text.output.split(separator: "\n").count == 3, "\(text.output)")
+        #expect(text.output.contains("a\\tb\tline\\nbreak \\u{1B}[31mred"), "\(text.output)")
+        let json = try Self.stele("ls", path, "notes", "--json")
+        #expect(json.status == 0, "\(json.error)")
+        #expect(json.output.contains("\"composed\"") && json.output.contains("\"decomposed\""), "\(json.output)")
+        #expect(try JSONSerialization.jsonObject(with: Data(json.output.utf8)) is [String: String])
+    }
+
+    /// A damaged store is said to be damaged, with the way on, by every command,
+    /// and `inspect` finds damage in pages no other command of the moment reads.
+    @Test func aDamagedStoreIsSaidToBeDamaged() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("phone.stele")
+        let replica = try CLITests.makeStore(path)
+        for index in 0..<400 { try replica.causal("notes").put("k\(index)", Array(repeating: 7, count: 300)) }
+        try replica.checkpoint()
+        let size = try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int ?? 0
+        let handle = try #require(FileHandle(forUpdatingAtPath: path))
+        for offset in stride(from: size / 2, to: size - 4_096, by: 4_096) {
+            try handle.seek(toOffset: UInt64(offset))
+            try handle.write(contentsOf: Data(repeating: 0xA5, count: 512))
+        }
+        try handle.close()
+        let inspect = try Self.stele("inspect", path)
+        #expect(inspect.status != 0, "\(inspect.output)")
+        #expect(inspect.error.contains("damaged") && inspect.error.contains("backup"), "\(inspect.error)")
+        let listed = try Self.stele("ls", path, "notes")
+        #expect(listed.status != 0 && listed.error.contains("damaged"), "\(listed)")
     }
 
     /// The node owning the store runs here; `stele put` writes from another

@@ -35,6 +35,14 @@ public struct StoreReport: Sendable, Codable, Equatable {
 
 extension Replica {
     /// Counts what the store holds. Reads only; works on a read-only store.
+    /// What SQLite's `quick_check` finds wrong with the file (at most 10 lines), or
+    /// nothing when it is sound. It reads every page: for `stele inspect`, not for
+    /// every open. A store can be damaged in pages no command of the moment reads.
+    public func integrityProblems() throws -> [String] {
+        let lines = try connection.query("PRAGMA quick_check(10)") { $0.text(0) }
+        return lines == ["ok"] ? [] : lines
+    }
+
     public func report() throws -> StoreReport {
         var namespaces: [StoreReport.Namespace] = []
         for declaration in self.namespaces {
