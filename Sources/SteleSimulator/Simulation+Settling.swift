@@ -47,7 +47,11 @@ extension Simulation {
             for second in online[(index + 1)...] where first.account == second.account && canReach(first.id, second.id) {
                 let (mine, theirs) = (advertisement(first), advertisement(second))
                 if mine != theirs {
-                    return "\(first.name) and \(second.name) still differ" + Self.difference(mine, theirs)
+                    // A generation gap stops content reconcile, and with collection off no device
+                    // recovers across it (gc off: generations do not move).
+                    let gap = mine?.generation != theirs?.generation && mine != nil && theirs != nil
+                    let off = gap && !configuration.collects ? "; collection is off (gc off), so neither recovers across the gap: gc on lets it" : ""
+                    return "\(first.name) and \(second.name) still differ" + Self.difference(mine, theirs) + off
                 }
             }
         }

@@ -227,6 +227,31 @@ import Testing
         ("hub\nclient c\nhub fail next 0 push with 500", 3, "fails nothing"),
     ]
 
+    /// A sync that cannot settle because collection is off names it: with `gc off`
+    /// a device restored below the anchor does not recover, and the fleet stays apart.
+    @Test func aSyncThatCannotSettleWithCollectionOffSaysSo() throws {
+        let text = """
+            fleet a b
+            namespace n causal
+            a put n k "v"
+            sync
+            backup b as old
+            a delete n k
+            sync
+            expect a generation 1
+            gc off
+            restore b from old
+            sync
+            """
+        do {
+            try ScenarioRunner(scenario: try ScenarioParser.parse(text, file: "off.scenario")).run()
+            Issue.record("a fleet split by a generation gap settled with collection off")
+        } catch let failure as ScenarioFailure {
+            #expect(failure.line == 11, "\(failure)")
+            #expect(failure.found.contains("generations") && failure.found.contains("gc off"), "\(failure)")
+        }
+    }
+
     @Test(arguments: badScenarios.indices)
     func badInputIsAParseErrorNamingTheLine(index: Int) {
         let (text, line, fragment) = Self.badScenarios[index]
