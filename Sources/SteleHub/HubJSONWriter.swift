@@ -142,9 +142,9 @@ extension HubService.StoredRecord {
         json.comma()
         json.key("sets")
         json.raw("{")
-        for (index, name) in (sets.isEmpty ? [] : sets.keys.sorted()).enumerated() {
+        for (index, name) in (sets.isEmpty ? [] : setNames).enumerated() {
             if index > 0 { json.comma() }
-            json.string(name)
+            json.string(name.text)
             json.raw(":[")
             for (position, member) in (sets[name] ?? []).sorted().enumerated() {
                 if position > 0 { json.comma() }

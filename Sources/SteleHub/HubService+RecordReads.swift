@@ -190,7 +190,7 @@ extension HubService {
             guard let kind = member[column: 0].string, let id = member[column: 1].string, let set = member[column: 2].string, let name = member[column: 3].string,
                 let position = index[ExactText(kind + "\u{0}" + id)]
             else { continue }
-            records[position].sets[set, default: []].append(name)
+            records[position].sets[ExactText(set), default: []].append(name)
         }
     }
 
@@ -297,7 +297,7 @@ extension HubService {
                     refusal.headers["Stele-Hub-Epoch"] = epoch
                     throw refusal
                 }
-                var response = HubJSON.response(found.json)
+                var response = found.response
                 response.headers["Stele-Hub-Epoch"] = epoch
                 return (response, false)
             case "PUT":
@@ -338,7 +338,7 @@ extension HubService {
                     }
                 }
                 try sql.execute("UPDATE accounts SET history = $2 WHERE id = $1", [.text(account.hex), .integer(seq)])
-                return (HubJSON.response(try record(account, kind: kind, id: id, sql)?.json ?? [:]), true)
+                return (try record(account, kind: kind, id: id, sql)?.response ?? HubJSON.response([:]), true)
             default:  // DELETE
                 let modifiedAt = try Self.queryInteger(request, "modifiedAt", default: now, range: 0...Self.largestTime)
                 // The same limit as a put's (`--max-clock-ahead`): a tombstone dated ahead would beat every write until then.

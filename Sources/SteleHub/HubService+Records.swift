@@ -39,16 +39,31 @@ extension HubService {
         let modifiedAt: Int64
         let group: String?
         let seq: Int64
-        var sets: [String: [String]] = [:]
+        /// Member sets by name, the names byte for byte (``ExactText``): two spellings are two sets.
+        var sets: [ExactText: [String]] = [:]
 
         var isTombstone: Bool { payload == nil }
 
-        /// HUB-API's record object, for bodies built as dictionaries.
+        /// The set names in byte order.
+        var setNames: [ExactText] { sets.keys.sorted { Array($0.text.utf8).lexicographicallyPrecedes(Array($1.text.utf8)) } }
+
+        /// HUB-API's record object, for bodies built as dictionaries (a `409 stale`'s
+        /// `record`, where two set names that Swift takes for one would be merged; a
+        /// read answers with ``response``, which keeps them apart).
         var json: [String: Any] {
-            [
+            var merged: [String: [String]] = [:]
+            for name in setNames { merged[name.text, default: []] += sets[name] ?? [] }
+            return [
                 "kind": kind, "id": id, "payload": payload.map { Data($0).base64EncodedString() as Any } ?? NSNullValue.value,
-                "modifiedAt": modifiedAt, "group": group.map { $0 as Any } ?? NSNullValue.value, "sets": sets.mapValues { $0.sorted() }, "seq": seq,
+                "modifiedAt": modifiedAt, "group": group.map { $0 as Any } ?? NSNullValue.value, "sets": merged.mapValues { $0.sorted() }, "seq": seq,
             ]
+        }
+
+        /// The record object as a `200` answer, written byte for byte.
+        var response: HubResponse {
+            var json = HubJSONWriter()
+            write(to: &json)
+            return HubResponse(status: 200, headers: ["Content-Type": "application/json"], body: json.bytes)
         }
     }
 
@@ -569,7 +584,7 @@ extension HubService {
         var record = StoredRecord(kind: kind, id: id, payload: row[column: 0].bytes, modifiedAt: row[column: 1].int64 ?? 0, group: row[column: 2].string, seq: row[column: 3].int64 ?? 0)
         for member in try sql.query("SELECT set_name, member FROM record_members WHERE account = $1 AND kind = $2 AND id = $3", key) {
             guard let set = member[column: 0].string, let name = member[column: 1].string else { continue }
-            record.sets[set, default: []].append(name)
+            record.sets[ExactText(set), default: []].append(name)
         }
         return record
     }

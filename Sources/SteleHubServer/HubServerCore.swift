@@ -107,7 +107,7 @@ final class HubServerCore: Sendable {
         if termination != .REQUEST_TERMINATED_COMPLETED_OK { line += " closed=early" }
         // The failure's own words, on one line, quotes escaped: for the operator only.
         if let detail = context.detail {
-            line += " error=\"" + detail.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"").replacingOccurrences(of: "\n", with: " ") + "\""
+            line += " error=\"" + detail.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"").replacingOccurrences(of: "\n", with: " ").replacingOccurrences(of: "\r", with: " ") + "\""
         }
         configuration.log(line)
         requestsInFlight.subtract(1, ordering: .relaxed)

@@ -20,8 +20,14 @@ extension Simulation {
         lastRefusal = nil
         do {
             // A contact's writes reach the own account's oracle when they land on its devices.
-            lastRefusal = try (device.contact == nil ? oracle : contactOracle).perform(
+            let (judge, other) = device.contact == nil ? (oracle, contactOracle) : (contactOracle, oracle)
+            let place: String? = if case let .post(namespace, message, _) = operation { "\(namespace)|\(message)" } else { nil }
+            let lifeBefore = place.flatMap { judge.reusedFrom[$0] }
+            lastRefusal = try judge.perform(
                 operation, on: device.replica, deviceName: name, time: now, freed: { self.nameFreed(by: operation, on: device) })
+            // A message id posted anew in a conversation starts its new life for the other
+            // account's oracle too, which learns the post only as it arrives (``Oracle/arrived``).
+            if let place, judge.reusedFrom[place] != lifeBefore { other.reusedFrom[place] = other.operations.count }
             if lastRefusal?.code == .messageMissing { return true }
             // The fleet refuses a revoked device's writes: they are no one's to keep.
             if device.isRevoked { forgetOperationsLost() }
@@ -44,11 +50,12 @@ extension Simulation {
     /// contact's. A store that cannot be read counts as holding it. Revoked
     /// devices are left out: nothing they hold reaches the fleet.
     ///
-    /// Nor does a device below the landed anchor's generation hold what that
-    /// anchor's round collected (a marker, a deleted message, its knowledge
-    /// covers): it drops them when it adopts the generation (it missed the
-    /// commit) or recovers from the anchor, and sends them nowhere meanwhile (a
-    /// generation gap stops content reconcile).
+    /// Nor does a device below the writer's generation (and the landed anchor's)
+    /// hold what that anchor's round collected (a marker, a deleted message, its
+    /// knowledge covers): it drops them when it adopts the generation (it missed
+    /// the commit) or recovers from the anchor, and the generation gap keeps them
+    /// from the writer meanwhile. A device at the writer's own generation below
+    /// a dangling anchor still reconciles with it, and holds what it holds.
     func nameFreed(by operation: WorkloadOperation, on writer: SimulatedDevice) -> Bool {
         let holders: [SimulatedDevice]
         let holds: (SimulatedDevice) throws -> Bool
@@ -58,7 +65,7 @@ extension Simulation {
             holds = { device in
                 let log = try device.replica.log(namespace)
                 guard try log.isBuried(group) else { return false }
-                guard let collected = self.collected(below: device) else { return true }
+                guard let collected = self.collected(below: device, writer: writer) else { return true }
                 return !(try log.events()).filter { $0.group == group && $0.kind == .marker }.allSatisfy { collected.covers($0.stamp) }
             }
         case let .post(namespace, message, _):
@@ -68,7 +75,7 @@ extension Simulation {
                 let messages = try device.replica.messages(namespace)
                 let ops = try messages.ops(of: message)
                 guard !ops.isEmpty else { return false }
-                guard let collected = self.collected(below: device), try messages.message(message)?.isDeleted ?? false else { return true }
+                guard let collected = self.collected(below: device, writer: writer), try messages.message(message)?.isDeleted ?? false else { return true }
                 return !ops.allSatisfy(collected.covers)
             }
         default:
@@ -78,9 +85,10 @@ extension Simulation {
     }
 
     /// What the round of the anchor `device`'s account has landed had seen, when
-    /// the device is below that anchor's generation.
-    private func collected(below device: SimulatedDevice) -> Knowledge? {
-        guard let sealed = anchors.bytes(of: device.account), let anchor = opened(sealed, by: device),
+    /// the device is below that anchor's generation and below the writer's.
+    private func collected(below device: SimulatedDevice, writer: SimulatedDevice) -> Knowledge? {
+        guard device.account == writer.account, device.replica.generation < writer.replica.generation,
+            let sealed = anchors.bytes(of: device.account), let anchor = opened(sealed, by: device),
             device.replica.generation < anchor.header.generation, let snapshot = try? Snapshot(decoding: anchor.snapshot)
         else { return nil }
         return snapshot.knowledge

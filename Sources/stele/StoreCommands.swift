@@ -99,7 +99,7 @@ enum StoreCommands {
 
     // MARK: - Shared
 
-    /// Text with its control characters written as escapes, and a backslash as two.
+    /// Text with its control and format characters written as escapes, and a backslash as two.
     static func visible(_ text: String) -> String {
         var out = ""
         for scalar in text.unicodeScalars {
@@ -109,7 +109,9 @@ enum StoreCommands {
             case "\n": out += "\\n"
             case "\r": out += "\\r"
             default:
-                if scalar.properties.generalCategory == .control || scalar.properties.generalCategory == .format && scalar.value < 0x2000 {
+                // Control characters, and format characters (bidirectional overrides among
+                // them) but the joiner emoji are made of.
+                if scalar.properties.generalCategory == .control || scalar.properties.generalCategory == .format && scalar.value != 0x200D {
                     out += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
                 } else {
                     out.unicodeScalars.append(scalar)

@@ -339,6 +339,18 @@ import TestSupport
         #expect(a.statuses([Self.member("remove", "tagged", decomposed, mutation: "r2")]) == ["applied"])
         let left = (a.get("note", "tagged").json["sets"] as? [String: [String]])?["labels"] ?? []
         #expect(left.map { Array($0.utf8) } == [Array(composed.utf8)])
+        // Two set names in the two spellings are two sets, in the push and in every read.
+        let bySet: [[String: Any]] = [
+            ["mutation": "s1", "kind": "note", "id": "tagged", "op": "add", "set": composed, "member": "x", "modifiedAt": 1],
+            ["mutation": "s2", "kind": "note", "id": "tagged", "op": "add", "set": decomposed, "member": "y", "modifiedAt": 1],
+        ]
+        #expect(a.statuses(bySet) == ["applied", "applied"])
+        let read = a.get("note", "tagged").body
+        let changes = a.hub.call("GET", "\(a.base)/records/changes?since=0", token: a.token).body
+        for body in [read, changes] {
+            let text = String(decoding: body, as: UTF8.self)
+            #expect(text.contains("\"\(composed)\":[\"x\"]") && text.contains("\"\(decomposed)\":[\"y\"]"), "\(text)")
+        }
     }
 
     /// U+0000 in a kind, id, group, set, member or mutation id is refused whole

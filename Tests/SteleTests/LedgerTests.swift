@@ -268,6 +268,8 @@ import TestSupport
             ("an empty kind", good + [Self.entity("x", "7", kind: "")], .invalidEntity),
             ("an empty id", good + [Self.entity("", "7")], .invalidEntity),
             ("a kind over 1,024 bytes", good + [Self.entity("x", "7", kind: String(repeating: "k", count: 1_025))], .invalidEntity),
+            ("an id holding U+0000", good + [Self.entity("a\u{0}b", "7")], .invalidEntity),
+            ("a kind holding U+0000", good + [Self.entity("x", "7", kind: "k\u{0}")], .invalidEntity),
         ]
         for (name, listing, code) in cases {
             source.entities = listing

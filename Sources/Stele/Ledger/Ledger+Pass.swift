@@ -175,6 +175,11 @@ extension Ledger {
         guard (1...1024).contains(entity.kind.utf8.count), (1...1024).contains(entity.id.utf8.count) else {
             throw LedgerError(.invalidEntity, "an entity has kind \"\(entity.kind.prefix(40))\" and id \"\(entity.id.prefix(40))\": each must be 1 to 1,024 bytes; nothing was synced")
         }
+        // The hub refuses U+0000 in every name (docs/hub-api.md): such an entity would
+        // fail every push it rode in, the valid mutations beside it too.
+        guard !entity.kind.utf8.contains(0), !entity.id.utf8.contains(0) else {
+            throw LedgerError(.invalidEntity, "an entity's kind or id holds U+0000 (NUL), which the hub refuses in every name; nothing was synced")
+        }
         let limit = configuration.maximumPayloadBytes
         guard entity.payload.count <= limit else {
             throw LedgerError(.invalidEntity, "\(entity.kind) \(entity.id) encodes to \(entity.payload.count) bytes, over the hub's limit of \(limit); nothing was synced")
