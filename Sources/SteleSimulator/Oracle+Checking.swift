@@ -116,16 +116,14 @@ extension Oracle {
     }
 
     func checkLog(_ namespace: String, _ operations: [Operation], _ devices: [(name: String, replica: Replica)]) {
-        // A group's events are buried by a bury of their life of the group; an
-        // earlier life ended with a bury the barrier collected (``reusedFrom``).
-        let buried = Set(operations.compactMap { op -> String? in
-            if case .bury = op.kind, op.id >= lifeStart(namespace, op.key) { return op.key } else { return nil }
-        })
+        // An event is buried by a bury made after it, or by one whose marker some
+        // store held when it was made; not by one the barrier had collected before
+        // (the name then starts a new group), nor by one forgotten (``buriers(of:)``).
         var expected: [EventID: String] = [:]
         var buriedEvents: [EventID: String] = [:]
         for op in operations {
             guard case .append(let id) = op.kind else { continue }
-            if buried.contains(op.key) || op.id < lifeStart(namespace, op.key) { buriedEvents[id] = op.key } else { expected[id] = op.key }
+            if buriers(of: op).isEmpty { expected[id] = op.key } else { buriedEvents[id] = op.key }
         }
         // In the order of the ids as text, worked out once for every device.
         let ordered = expected.map { (text: $0.key.description, id: $0.key, group: $0.value) }.sorted { $0.text < $1.text }
@@ -134,7 +132,7 @@ extension Oracle {
             for event in events where expected[event.id] == nil {
                 count(
                     .resurrection, namespace, event.group, "\(namespace) event \(event.id)",
-                    "\(device.name) shows an event of a buried group" + (buriedEvents[event.id] != nil ? "" : " (never appended)"))
+                    "\(device.name) shows an event of a buried group (\(event.group))" + (buriedEvents[event.id] != nil ? "" : " (never appended)"))
             }
             let shown = Set(events.map(\.id))
             for (_, id, group) in ordered where !shown.contains(id) {

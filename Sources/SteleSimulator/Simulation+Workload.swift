@@ -24,7 +24,8 @@ extension Simulation {
             let place: String? = if case let .post(namespace, message, _) = operation { "\(namespace)|\(message)" } else { nil }
             let lifeBefore = place.flatMap { judge.reusedFrom[$0] }
             lastRefusal = try judge.perform(
-                operation, on: device.replica, deviceName: name, time: now, freed: { self.nameFreed(by: operation, on: device) })
+                operation, on: device.replica, deviceName: name, time: now, freed: { self.nameFreed(by: operation, on: device) },
+                markersHeld: { self.markersHeld(for: operation, writer: device) })
             // A message id posted anew in a conversation starts its new life for the other
             // account's oracle too, which learns the post only as it arrives (``Oracle/arrived``).
             if let place, judge.reusedFrom[place] != lifeBefore { other.reusedFrom[place] = other.operations.count }
@@ -44,30 +45,39 @@ extension Simulation {
         }
     }
 
-    /// Whether no store holds anything of the name an append or a post uses: no
-    /// marker of the group on any device of the writer's account, no op of the
+    /// The markers of the group an append aims at that the account's devices hold
+    /// (``Oracle/markersAtAppend``): those that will meet the event. Revoked devices
+    /// are left out (nothing they hold reaches the fleet), and so is a marker a
+    /// device below the writer's generation (and the landed anchor's) holds when
+    /// that anchor's round collected it (its knowledge covers it): the device drops
+    /// it when it adopts the generation (it missed the commit) or recovers from the
+    /// anchor, and the generation gap keeps it from the writer meanwhile. A device
+    /// at the writer's own generation below a dangling anchor still reconciles with
+    /// it, and holds what it holds. A store that cannot be read is passed over.
+    func markersHeld(for operation: WorkloadOperation, writer: SimulatedDevice) -> Set<EventID> {
+        guard case let .append(namespace, group, _) = operation else { return [] }
+        return observing {
+            var held: Set<EventID> = []
+            for device in everyDevice where !device.isRevoked && device.account == writer.account {
+                guard let log = try? device.replica.log(namespace), (try? log.isBuried(group)) == true else { continue }
+                let markers = ((try? log.events()) ?? []).filter { $0.group == group && $0.kind == .marker }
+                if let collected = collected(below: device, writer: writer), markers.allSatisfy({ collected.covers($0.stamp) }) { continue }
+                held.formUnion(markers.map(\.id))
+            }
+            return held
+        }
+    }
+
+    /// Whether no store holds anything of the message id a post uses: no op of the
     /// message on any device of the account or, in a conversation, of the
     /// contact's. A store that cannot be read counts as holding it. Revoked
-    /// devices are left out: nothing they hold reaches the fleet.
-    ///
-    /// Nor does a device below the writer's generation (and the landed anchor's)
-    /// hold what that anchor's round collected (a marker, a deleted message, its
-    /// knowledge covers): it drops them when it adopts the generation (it missed
-    /// the commit) or recovers from the anchor, and the generation gap keeps them
-    /// from the writer meanwhile. A device at the writer's own generation below
-    /// a dangling anchor still reconciles with it, and holds what it holds.
+    /// devices are left out: nothing they hold reaches the fleet. Nor does a device
+    /// below the writer's generation hold a deleted message the landed anchor's
+    /// round collected (``markersHeld(for:writer:)`` says why).
     func nameFreed(by operation: WorkloadOperation, on writer: SimulatedDevice) -> Bool {
         let holders: [SimulatedDevice]
         let holds: (SimulatedDevice) throws -> Bool
         switch operation {
-        case let .append(namespace, group, _):
-            holders = everyDevice.filter { !$0.isRevoked && $0.account == writer.account }
-            holds = { device in
-                let log = try device.replica.log(namespace)
-                guard try log.isBuried(group) else { return false }
-                guard let collected = self.collected(below: device, writer: writer) else { return true }
-                return !(try log.events()).filter { $0.group == group && $0.kind == .marker }.allSatisfy { collected.covers($0.stamp) }
-            }
         case let .post(namespace, message, _):
             let contact = ((try? writer.replica.conversations()) ?? []).first { $0.name == namespace }?.contact
             holders = everyDevice.filter { !$0.isRevoked && ($0.account == writer.account || $0.account == contact) }

@@ -15,7 +15,7 @@ public struct Workload: Sendable {
     /// group; the rest use the name again: a device that still holds the marker
     /// refuses it, and once the barrier has collected the marker the name starts
     /// a new group (docs/scenarios.md `D bury`), which the oracle follows
-    /// (``Oracle/reusedFrom``), and which no restore may bury again.
+    /// (``Oracle/markersAtAppend``), and which no restore may bury again.
     private var buried: Set<String> = []
     /// Messages posted so far: edits, deletes and reactions pick among them (a
     /// device that has not received one yet is refused, as an app would be).
