@@ -436,9 +436,12 @@ public final class Oracle {
                 // never have reached the fleet (made after its device acked, say), and
                 // if its group was buried the bury is what the oracle goes by.
                 guard !store.hasEvent(operation.namespace, id) else { return true }
-                // Known where a marker that buries it is: a marker collected before it
-                // was made buries nothing of it (``buriers(of:)``).
-                return store.isBuried(operation.namespace, operation.key) && buriers(of: operation).contains { store.hasEvent(operation.namespace, $0) }
+                // Known where a marker that buries it is. Made into a group no bury had
+                // buried, every marker of the group does; made into one a bury had
+                // buried, a marker collected before it buries nothing of it (``buriers(of:)``).
+                guard store.isBuried(operation.namespace, operation.key) else { return false }
+                guard markersAtAppend[operation.id] != nil else { return true }
+                return buriers(of: operation).contains { store.hasEvent(operation.namespace, $0) }
             case .bury(let marker):
                 return store.hasEvent(operation.namespace, marker) || store.isComplete
             case .appendOnly(_, let stamp):
