@@ -189,7 +189,7 @@ public final class Oracle {
         let held = markersAtAppend[append.id] ?? []
         return (lifeEnders["\(append.namespace)|\(append.key)"] ?? []).compactMap { index in
             let bury = operations[index]
-            guard !bury.erased, case .bury(let marker) = bury.kind, bury.namespace == append.namespace else { return nil }
+            guard !bury.erased, case .bury(let marker) = bury.kind else { return nil }
             return index > append.id || held.contains(marker) ? marker : nil
         }
     }

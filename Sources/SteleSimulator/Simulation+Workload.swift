@@ -75,23 +75,20 @@ extension Simulation {
     /// below the writer's generation hold a deleted message the landed anchor's
     /// round collected (``markersHeld(for:writer:)`` says why).
     func nameFreed(by operation: WorkloadOperation, on writer: SimulatedDevice) -> Bool {
-        let holders: [SimulatedDevice]
-        let holds: (SimulatedDevice) throws -> Bool
-        switch operation {
-        case let .post(namespace, message, _):
-            let contact = ((try? writer.replica.conversations()) ?? []).first { $0.name == namespace }?.contact
-            holders = everyDevice.filter { !$0.isRevoked && ($0.account == writer.account || $0.account == contact) }
-            holds = { device in
-                let messages = try device.replica.messages(namespace)
-                let ops = try messages.ops(of: message)
-                guard !ops.isEmpty else { return false }
-                guard let collected = self.collected(below: device, writer: writer), try messages.message(message)?.isDeleted ?? false else { return true }
-                return !ops.allSatisfy(collected.covers)
-            }
-        default:
-            return false
+        guard case let .post(namespace, message, _) = operation else { return false }
+        let contact = ((try? writer.replica.conversations()) ?? []).first { $0.name == namespace }?.contact
+        func holds(_ device: SimulatedDevice) throws -> Bool {
+            let messages = try device.replica.messages(namespace)
+            let ops = try messages.ops(of: message)
+            guard !ops.isEmpty else { return false }
+            guard let collected = collected(below: device, writer: writer), try messages.message(message)?.isDeleted ?? false else { return true }
+            return !ops.allSatisfy(collected.covers)
         }
-        return observing { holders.allSatisfy { (try? holds($0)) == false } }
+        return observing {
+            everyDevice.allSatisfy { device in
+                device.isRevoked || (device.account != writer.account && device.account != contact) || (try? holds(device)) == false
+            }
+        }
     }
 
     /// What the round of the anchor `device`'s account has landed had seen, when
