@@ -143,6 +143,34 @@ import TestSupport
         #expect(throws: CryptoError.self) { _ = try KeyAgreement.sharedSecret(privateKey: alice, peer: try DeviceID(bytes: [UInt8](repeating: 0, count: 32))) }
     }
 
+    /// An identity keeps the secret it agreed with a peer (every channel built from it, or
+    /// from a copy, derives its pair keys from the one agreement); a refusal is not kept:
+    /// the low-order key is refused again, not answered from memory.
+    @Test func anIdentityAgreesOncePerPeerAndKeepsNoRefusal() throws {
+        let alice = try DeviceIdentity(privateKey: Hex.decode("77076d0a7318a57d3c16c17251b26645df4c2f87ebc0992ab177fba51db92c2a")!)
+        let bob = try #require(DeviceID(hex: "de9edb7d7b7dc1b4d35b61c2ece435373f8343c85b78674dadfc7e146f882b4f"))
+        let expected = "4a5d9d5ba4ce2de1728e3bf480350f25e07e21c947d19e3376f09b3c1e161742"
+        #expect(Hex.encode(try alice.sharedSecret(with: bob)) == expected)
+        let copy = alice
+        #expect(Hex.encode(try copy.sharedSecret(with: bob)) == expected)
+        let lowOrder = try DeviceID(bytes: [UInt8](repeating: 0, count: 32))
+        #expect(throws: CryptoError.self) { _ = try alice.sharedSecret(with: lowOrder) }
+        #expect(throws: CryptoError.self) { _ = try alice.sharedSecret(with: lowOrder) }
+        // What an identity remembers is no part of what it is.
+        #expect(alice == (try DeviceIdentity(privateKey: alice.privateKey)))
+        // Channels built from fresh copies of one identity still talk to each other.
+        var generator = SeededGenerator(seed: 9)
+        let account = AccountID.generate(using: &generator)
+        let other = try DeviceIdentity(privateKey: [UInt8](repeating: 7, count: 32))
+        let roster: Set = [alice.deviceID, other.deviceID]
+        for _ in 0..<2 {
+            var sending = SiblingChannel(identity: alice, account: account, members: roster)
+            var receiving = SiblingChannel(identity: other, account: account, members: roster)
+            let opened = try receiving.open(try sending.seal(Self.frame, to: other.deviceID))
+            #expect(opened.sender == alice.deviceID && opened.frame == Self.frame)
+        }
+    }
+
     @Test func hkdfMatchesRFC5869() throws {
         let okm = try KeyAgreement.hkdf(
             key: [UInt8](repeating: 0x0b, count: 22), salt: Hex.decode("000102030405060708090a0b0c")!, info: Hex.decode("f0f1f2f3f4f5f6f7f8f9")!, count: 42)

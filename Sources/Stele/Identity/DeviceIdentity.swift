@@ -1,3 +1,5 @@
+import Synchronization
+
 /// A device's key pair: X25519 from the cryptographic backend (``CryptoBackend``). The public key is the ``DeviceID``.
 ///
 /// The private key never enters the replica file (a restored backup must not be
@@ -8,6 +10,10 @@ public struct DeviceIdentity: Sendable, Equatable {
     public let deviceID: DeviceID
     /// The 32-byte raw X25519 private key.
     public let privateKey: [UInt8]
+    /// X25519 results with peers already met, shared by every copy of this value: every
+    /// channel sealed with the identity (siblings, contacts, wrapped account keys) derives
+    /// its pair keys from one agreement per peer instead of one per channel it builds.
+    private let agreements = SharedSecrets()
 
     /// A fresh key pair from the backend's generator.
     /// - Throws: ``CryptoError`` if the backend fails.
@@ -23,5 +29,36 @@ public struct DeviceIdentity: Sendable, Equatable {
         }
         self.privateKey = privateKey
         self.deviceID = try DeviceID(bytes: try Crypto.x25519PublicKey(privateKey: privateKey))
+    }
+
+    public static func == (lhs: DeviceIdentity, rhs: DeviceIdentity) -> Bool {
+        lhs.deviceID == rhs.deviceID && lhs.privateKey == rhs.privateKey
+    }
+
+    /// X25519 between this identity and `peer`, computed once per peer.
+    /// - Throws: ``CryptoError`` when the backend refuses (a low-order public key among others);
+    ///   a refusal is not remembered.
+    func sharedSecret(with peer: DeviceID) throws -> [UInt8] {
+        if let known = agreements.secret(with: peer) { return known }
+        let secret = try KeyAgreement.sharedSecret(privateKey: privateKey, peer: peer)
+        agreements.remember(secret, with: peer)
+        return secret
+    }
+}
+
+/// The shared secrets one identity agreed with its peers. Bounded: past
+/// ``capacity`` peers it starts again empty (a device meets its roster and its
+/// contacts' rosters, far fewer).
+private final class SharedSecrets: Sendable {
+    static let capacity = 1_024
+    private let secrets = Mutex<[DeviceID: [UInt8]]>([:])
+
+    func secret(with peer: DeviceID) -> [UInt8]? { secrets.withLock { $0[peer] } }
+
+    func remember(_ secret: [UInt8], with peer: DeviceID) {
+        secrets.withLock { known in
+            if known.count >= Self.capacity { known.removeAll() }
+            known[peer] = secret
+        }
     }
 }

@@ -63,7 +63,7 @@ public struct SiblingChannel: Sendable {
     /// The same, in id order: the order senders are tried in, sorted once per roster change.
     private var orderedMembers: [DeviceID]
     private var orderedRevoked: [DeviceID]
-    /// Directional pair keys, computed on first use (one X25519 each).
+    /// Directional pair keys, computed on first use (from the identity's X25519 with the peer).
     private var outgoing: [DeviceID: PairKeys] = [:]
     private var incoming: [DeviceID: PairKeys] = [:]
 
@@ -199,7 +199,7 @@ public struct SiblingChannel: Sendable {
     }
 
     private func pairKeys(secretWith peer: DeviceID, from sender: DeviceID, to recipient: DeviceID) throws -> PairKeys {
-        let secret = try KeyAgreement.sharedSecret(privateKey: identity.privateKey, peer: peer)
+        let secret = try identity.sharedSecret(with: peer)
         let frame = try KeyAgreement.hkdf(key: secret, salt: pairSalt, info: pairLabel + sender.bytes + recipient.bytes, count: 32)
         return PairKeys(frame: frame, tag: try HMACKey(try KeyAgreement.hkdf(key: frame, salt: Self.zeroSalt, info: Self.tagLabel, count: 32)))
     }

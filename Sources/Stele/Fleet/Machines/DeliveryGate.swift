@@ -169,6 +169,8 @@ struct DeliveryGate {
             return
         }
         let known = owed[conversation] ?? [:]
+        // Most tries find the very ops of the last one (an outbox lists each op once): nothing to note or forget.
+        if known.count == ops.count, ops.allSatisfy({ known[$0] != nil }) { return }
         var noted: [MessageOpID: (since: Int64, reach: Reach)] = [:]
         for op in ops { noted[op] = known[op] ?? (now, .noted) }
         owed[conversation] = noted
