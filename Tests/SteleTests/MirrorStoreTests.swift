@@ -429,6 +429,41 @@ import TestSupport
         #expect(try rig.value("note", "n") == "theirs")
     }
 
+    /// Seed 252020, the case two handles make: a put another process claimed goes out
+    /// after this one pulled a later version of its record (a claimed row is not settled
+    /// while it is pushed), and the hub, restored without that later version, takes it.
+    /// The replay then finds this client's copy newer than the hub's: the put in flight,
+    /// which that copy beats, lost already and goes with a conflict event, and the copy
+    /// is queued again in its place (sent again instead, the put would stay on the hub).
+    @Test func aCopyNewerThanAPutInFlightIsQueuedAgainByTheReplay() throws {
+        let rig = try Rig(owner: "app")
+        let other = try rig.second(owner: "cli")
+        let otherSync = MirrorSync(store: other)
+        try rig.store.put(kind: "note", id: "n", payload: Array("old".utf8))
+        let claimed = try #require(try otherSync.nextPush())
+        let stamped = try #require(try rig.store.queue().first?.modifiedAt)
+        let later = stamped + 10_000
+        try rig.pull([Self.record("n", "new", seq: 1, at: later, kind: "note")], next: 1)
+        #expect(try rig.value("note", "n") == "old", "the claimed put still overlays the pulled version")
+        let mutation = try #require(try rig.store.queue().first?.mutation)
+        let answer = try JSONSerialization.data(withJSONObject: ["historyId": 2, "results": [["mutation": mutation, "status": "applied", "seq": 2]]])
+        #expect(try otherSync.handle(.answer(HubAnswer(status: 200, body: [UInt8](answer))), to: claimed) == .pushed(gated: 1, retired: 0, conflicts: 0, restamped: 0))
+        // The hub is put back from a backup taken before "new", and takes "old" again.
+        let rewound = try JSONSerialization.data(withJSONObject: ["error": ["code": "history_rewound", "message": "rewound"], "epoch": "e2", "historyId": 1, "commonHistoryId": 0])
+        #expect(try rig.sync.handle(.answer(HubAnswer(status: 409, body: [UInt8](rewound))), to: try rig.sync.nextPull()) == .replayStarted)
+        let page = try JSONSerialization.data(withJSONObject: [
+            "records": [Self.record("n", "old", seq: 1, at: stamped, kind: "note")], "next": "end", "more": false,
+        ])
+        #expect(try rig.sync.handle(.answer(HubAnswer(status: 200, body: [UInt8](page))), to: try rig.sync.nextPull()) == .replayed(records: 1, more: false))
+        let queue = try rig.store.queue()
+        #expect(queue.map { $0.payload.map { String(decoding: $0, as: UTF8.self) } } == ["new"])
+        #expect(queue.map(\.state) == [.pending])
+        #expect(queue.first?.mutation != mutation)
+        #expect(try rig.store.conflicts().map(\.reason) == ["stale"])
+        #expect(try rig.store.conflicts().first?.losingPayload == Array("old".utf8))
+        #expect(try rig.value("note", "n") == "new")
+    }
+
     // MARK: - Failures
 
     @Test func anUnreachableHubCostsNoAttemptAndErrorsBackOffUntilFailedWithTheOverlayInForce() throws {

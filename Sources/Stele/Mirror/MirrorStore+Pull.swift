@@ -88,7 +88,7 @@ extension MirrorStore {
             try setMeta("epoch", .text(epoch))
             // Gates of another history mean nothing in this one (the hub was restored after
             // it acknowledged them): those mutations are sent again, harmless by their ids.
-            try sendAgain("state = 'in_flight' AND expected_epoch IS NOT NULL AND expected_epoch <> ?", [.text(epoch)])
+            try sendAgain("q.state = 'in_flight' AND q.expected_epoch IS NOT NULL AND q.expected_epoch <> ?", [.text(epoch)])
             applied.retired = try retireEchoed(upTo: reached, groups: &groups)
             try recomputeRollups(groups)
             return applied
@@ -227,14 +227,33 @@ extension MirrorStore {
     /// again (by their ids: harmless where the hub still has them). They go after
     /// everything queued so far, so that a record a replay queued again reaches the
     /// hub before a member change of it that was in flight.
+    ///
+    /// A change of a record that the canonical copy beats is not sent again: it goes,
+    /// with a conflict event, as ``dropSupersededFailure(_:)`` settles a waiting one. The
+    /// hub showed a later version while it was in flight; sent to a hub restored from a
+    /// backup that lacks that version, it would win there, and the later version, which
+    /// this client then took for the hub's, would be gone (seed 252020).
     private func sendAgain(_ condition: String, _ arguments: [SQLValue]) throws {
-        let rows = try connection.query("SELECT qid FROM mirror_queue WHERE \(condition) ORDER BY ordinal", arguments) { $0.int64(0) }
-        for qid in rows {
+        let rows = try connection.query(
+            """
+            SELECT q.qid, q.set_name = '' AND q.member = '' AND r.kind IS NOT NULL, q.modified_at, q.payload, r.modified_at, r.payload
+            FROM mirror_queue q LEFT JOIN mirror_records r ON r.kind = q.kind AND r.id = q.id WHERE \(condition) ORDER BY q.ordinal
+            """, arguments
+        ) { row in
+            (qid: row.int64(0), canonical: row.int64(1) == 1 ? (modifiedAt: row.int64(4), payload: row.optionalBlob(5)) : nil,
+             queued: (modifiedAt: row.int64(2), payload: row.optionalBlob(3)))
+        }
+        for row in rows {
+            if let canonical = row.canonical, Self.wins(canonical, over: row.queued) {
+                try recordConflict(qid: row.qid, reason: "stale")
+                try connection.execute("DELETE FROM mirror_queue WHERE qid = ?", [.integer(row.qid)])
+                continue
+            }
             try connection.execute(
                 """
                 UPDATE mirror_queue SET state = 'pending', expected_history_id = NULL, expected_epoch = NULL, outcome = NULL, attempts = 0, next_attempt_at = 0,
                     claim_owner = NULL, claim_until = NULL, ordinal = ?2 WHERE qid = ?1
-                """, [.integer(qid), .integer(try nextNumber())])
+                """, [.integer(row.qid), .integer(try nextNumber())])
         }
     }
 
@@ -311,7 +330,7 @@ extension MirrorStore {
                 try connection.execute("DELETE FROM mirror_records WHERE kind = ? AND id = ?", [.text(kind), .text(id)])
             }
             // Gates of the old history mean nothing in the new one: send those mutations again (by their ids, harmless if applied).
-            try sendAgain("state = 'in_flight'", [])
+            try sendAgain("q.state = 'in_flight'", [])
             try setMeta("cursor", .integer(target.historyID))
             try setMeta("epoch", .text(target.epoch))
             for name in ["replay_epoch", "replay_history", "replay_common", "replay_after"] { try connection.execute("DELETE FROM mirror_meta WHERE name = ?", [.text(name)]) }
@@ -341,10 +360,12 @@ extension MirrorStore {
             // A change still waiting here that this copy beats lost already (the hub answered it, or
             // would, stale): it goes, with a conflict event, and this copy goes back in its place. Sent
             // instead, it would win on a hub that lost this copy, and the later version be gone (seed 1117).
+            // So does one in flight (pushed by another handle while this one pulled the copy, seed
+            // 252020): the restored hub may have taken it, and only this copy sent again undoes that.
             let beaten = try connection.query(
                 """
                 SELECT qid, modified_at, payload FROM mirror_queue WHERE kind = ? AND id = ? AND set_name = '' AND member = ''
-                    AND state IN ('pending', 'failed') AND (claim_owner IS NULL OR claim_until < ?)
+                    AND state IN ('pending', 'failed', 'in_flight') AND (claim_owner IS NULL OR claim_until < ?)
                 """, [.text(kind), .text(id), .integer(now)]
             ) { (qid: $0.int64(0), modifiedAt: $0.int64(1), payload: $0.optionalBlob(2)) }
             for queued in beaten where Self.wins((mine.modifiedAt, mine.payload), over: (queued.modifiedAt, queued.payload)) {
