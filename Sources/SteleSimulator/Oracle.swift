@@ -249,10 +249,14 @@ public final class Oracle {
 
     /// The first delete for everyone of a message, if one was made: when (virtual time) and by which device.
     func deletedForEveryone(_ namespace: String, _ message: String) -> (time: Int64, device: String)? {
-        operations[lifeStart(namespace, message)...].first { operation in
-            guard !operation.erased, operation.namespace == namespace, operation.key == message, case .message(let op) = operation.kind else { return false }
-            return op.action == .delete(.everyone)
-        }.map { ($0.time, $0.deviceName) }
+        let start = lifeStart(namespace, message)
+        // The message's deletes, in the order they were recorded (``messageDeletes``).
+        for index in messageDeletes["\(namespace)|\(message)"] ?? [] where index >= start {
+            let operation = operations[index]
+            guard !operation.erased, case .message(let op) = operation.kind, op.action == .delete(.everyone) else { continue }
+            return (operation.time, operation.deviceName)
+        }
+        return nil
     }
 
     /// A deleted message's text reached a contact although the device that

@@ -76,8 +76,11 @@ public struct SimulationRun {
         public var timeline: [TimelineEntry] = []
         public var devices: [String] = []
         public var endTime: Int64 = 0
-        /// The run as a scenario: `stele scenario FILE --seed S` replays it.
-        public var scenario = ""
+        /// The run as a scenario: `stele scenario FILE --seed S` replays it. Written
+        /// out when read: most runs pass, and nobody reads theirs.
+        public var scenario: String { transcript.map(\.text).joined(separator: "\n") + "\n" }
+        /// The run's statements in order, and the comments between them.
+        var transcript: [TranscriptLine] = []
 
         /// G4 failed: tombstones were left although collection was required.
         public var uncollected = false
@@ -102,12 +105,14 @@ public struct SimulationRun {
         // Every step is a scenario statement, carried out by the simulation and
         // written down as it prints: the transcript is the program, and
         // `stele scenario --seed` replays it (DESIGN §9).
-        var transcript = ["# stele simulate --seed \(seed) --devices \(options.devices) --steps \(options.steps): replay with stele scenario FILE --seed \(seed)"]
+        var transcript: [TranscriptLine] = [
+            .comment("# stele simulate --seed \(seed) --devices \(options.devices) --steps \(options.steps): replay with stele scenario FILE --seed \(seed)")
+        ]
         func run(_ statement: Statement) throws {
             try simulation.apply(statement)
-            transcript.append(statement.description)
+            transcript.append(.statement(statement))
         }
-        if !options.collects { transcript.append(Statement.gc(false).description) }
+        if !options.collects { transcript.append(.statement(.gc(false))) }
         for namespace in Workload.namespaces { try run(.namespace(namespace.name, namespace.kind)) }
         let names = (0..<options.devices).map { "d\($0)" }
         try run(.fleet(names))
@@ -149,9 +154,9 @@ public struct SimulationRun {
             simulation.perform(name, operation)
             if let refusal = simulation.lastRefusal, refusal.code == .messageMissing {
                 // The workload aimed at a message this device has not received: nothing happened.
-                transcript.append("# \(name) \(operation): not run, \(refusal.message)")
+                transcript.append(.comment("# \(name) \(operation): not run, \(refusal.message)"))
             } else {
-                transcript.append(Statement.operation(device: name, operation).description)
+                transcript.append(.statement(.operation(device: name, operation)))
             }
             guard random.chance(12) else { continue }
             switch faults.randomElement(using: &random) {
@@ -224,7 +229,7 @@ public struct SimulationRun {
         try run(.heal)
         if simulation.anchorSubstrate.isDown { try run(.anchor(.up)) }
         try run(.online(simulation.devices.map(\.name) + contactNames))
-        transcript += [Statement.sync, .expect(.converged), .expect(.resurrections(0)), .expect(.lostWrites(0))].map(\.description)
+        transcript += [Statement.sync, .expect(.converged), .expect(.resurrections(0)), .expect(.lostWrites(0))].map(TranscriptLine.statement)
         let healedAt = simulation.now
         var outcome = Outcome(seed: seed)
         // The fleet has settled whenever the oracle is asked: it must be able to judge.
@@ -249,7 +254,7 @@ public struct SimulationRun {
             while simulation.totalTombstones() > 0 && simulation.now - start < options.collectionBoundMilliseconds {
                 simulation.noteTombstones()
                 simulation.advance(byMilliseconds: 60_000)
-                transcript += [Statement.advance(60_000), .sync].map(\.description)
+                transcript += [Statement.advance(60_000), .sync].map(TranscriptLine.statement)
                 if let moving = simulation.sync(limitMilliseconds: options.convergenceBoundMilliseconds) {
                     outcome.findings.append("did not settle while collecting: \(moving)")
                     outcome.convergenceMilliseconds = nil
@@ -259,9 +264,9 @@ public struct SimulationRun {
             simulation.noteTombstones()
             if simulation.totalTombstones() == 0 { outcome.collectionMilliseconds = simulation.now - start }
             // What G4 asks, written whether or not it held: a run that failed it replays as a failure.
-            transcript += simulation.devices.map { Statement.expect(.tombstones(device: $0.name, namespace: nil, count: 0)).description }
+            transcript += simulation.devices.map { .statement(.expect(.tombstones(device: $0.name, namespace: nil, count: 0))) }
             if outcome.convergenceMilliseconds != nil { judge("after collecting") }
-            transcript += [Statement.expect(.resurrections(0)), .expect(.lostWrites(0))].map(\.description)
+            transcript += [Statement.expect(.resurrections(0)), .expect(.lostWrites(0))].map(TranscriptLine.statement)
         }
         if outcome.convergenceMilliseconds != nil && options.contact {
             // Everyone reachable: whatever either side owes the other is delivered
@@ -270,12 +275,12 @@ public struct SimulationRun {
             let owing = { simulation.owingDeliveries() }
             while !owing().isEmpty && simulation.now - start < options.convergenceBoundMilliseconds {
                 simulation.advance(byMilliseconds: 60_000)
-                transcript += [Statement.advance(60_000), .sync].map(\.description)
+                transcript += [Statement.advance(60_000), .sync].map(TranscriptLine.statement)
                 _ = simulation.sync(limitMilliseconds: options.convergenceBoundMilliseconds)
             }
             let left = owing()
             // Written whether or not it held, as above.
-            transcript += (simulation.devices.map(\.name) + contactNames).map { Statement.expect(.outbox(device: $0, namespace: "chat", count: 0)).description }
+            transcript += (simulation.devices.map(\.name) + contactNames).map { .statement(.expect(.outbox(device: $0, namespace: "chat", count: 0))) }
             if !left.isEmpty {
                 outcome.undelivered = true
                 outcome.findings.append(
@@ -296,7 +301,7 @@ public struct SimulationRun {
             let oracle = hub.oracle
             try oracle.check(hub)
             // The same judgement in the run's scenario, so that replaying a failed run fails too.
-            transcript.append(Statement.expect(.hub(.clientsAgree)).description)
+            transcript.append(.statement(.expect(.hub(.clientsAgree))))
             outcome.mirrorFailures = oracle.failures
             outcome.mirrorMutations = oracle.appliedCount
             outcome.findings += oracle.findings
@@ -323,7 +328,20 @@ public struct SimulationRun {
         outcome.timeline = simulation.timeline
         outcome.devices = Array(Set(simulation.timeline.compactMap(\.device))).sorted()
         outcome.endTime = simulation.now
-        outcome.scenario = transcript.joined(separator: "\n") + "\n"
+        outcome.transcript = transcript
         return outcome
+    }
+}
+
+/// A line of a run's transcript: a statement, printed only when the scenario is read.
+enum TranscriptLine: Sendable {
+    case statement(Statement)
+    case comment(String)
+
+    var text: String {
+        switch self {
+        case .statement(let statement): statement.description
+        case .comment(let text): text
+        }
     }
 }

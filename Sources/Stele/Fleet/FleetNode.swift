@@ -68,7 +68,7 @@ public struct FleetNode {
     var recovery = RecoveryMachine()
     /// Conversations' deliveries to contacts: what may go now, and what waits.
     var delivery = DeliveryGate()
-    private var logged: Set<String> = []
+    private var logged: Set<LoggedOnce> = []
     /// The last epoch handed to a timer that may go stale (sessions, rounds, holds).
     var nextEpoch: UInt64 = 0
 
@@ -432,7 +432,16 @@ public struct FleetNode {
     mutating func logOnce(_ kind: FleetEvent.Kind, peer: DeviceID?, namespace: String?, _ message: String, failure: FleetFailure? = nil) -> [FleetOutput] {
         // Bounded: a flood of distinct garbage cannot grow it without end.
         if logged.count >= 4_096 { logged.removeAll() }
-        guard logged.insert("\(kind)|\(peer?.hex ?? "")|\(namespace ?? "")|\(message)").inserted else { return [] }
+        guard logged.insert(LoggedOnce(kind: kind, peer: peer, namespace: namespace, message: message)).inserted else { return [] }
         return [.log(FleetEvent(kind: kind, peer: peer, namespace: namespace, message: message, failure: failure))]
     }
+}
+
+/// What ``FleetNode/logOnce(_:peer:namespace:_:failure:)`` says once: a refused
+/// sealed frame is logged for each sender and reason, not for each frame.
+struct LoggedOnce: Hashable {
+    let kind: FleetEvent.Kind
+    let peer: DeviceID?
+    let namespace: String?
+    let message: String
 }
