@@ -53,6 +53,10 @@ extension Simulation {
             anchorSubstrate.isDown = true
         case .anchor(.up):
             anchorSubstrate.isDown = false
+        case .anchor(.heal):
+            anchorSubstrate.isDown = false
+            anchorSubstrate.failNextWrite = false
+            anchorSubstrate.delayNextWriteMilliseconds = nil
         case .anchor(.failNextWrite):
             anchorSubstrate.failNextWrite = true
         case .anchor(.delayNextWrite(let milliseconds)):

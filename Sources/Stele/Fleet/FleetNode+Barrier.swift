@@ -84,6 +84,12 @@ extension FleetNode {
     }
 
     private mutating func openRound() -> [FleetOutput] {
+        // A leader whose last check could not read the anchor reads it first: the round
+        // would fail at the fence (``acksComplete()``) once every member had acked, and
+        // pause for a back-off while the fleet waits (seed 275008; DESIGN §6 "no futile
+        // rounds"). Once the read settles where the anchor stands, the round is considered
+        // again (``settled(because:)``).
+        guard !recovery.anchorUnsettled else { return checkAnchor() }
         do {
             let digest = try replica.contentDigest()
             let proposal = BarrierProposal(round: RoundNonce.generate(using: &random), digest: digest, generation: replica.generation + 1)

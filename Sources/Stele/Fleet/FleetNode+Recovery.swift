@@ -113,10 +113,10 @@ extension FleetNode {
     }
 
     /// The read told where the anchor stands, and it is not ahead: a round this
-    /// device leads may write over it again.
+    /// device leads may write over it again, and one it held back for the read may open.
     private mutating func settled(because reason: String) -> [FleetOutput] {
         recovery.onAnchorRead(settled: true)
-        return askSibling(because: reason)
+        return askSibling(because: reason) + considerRound()
     }
 
     /// At each advertisement: a check of the anchor that could not read it is tried

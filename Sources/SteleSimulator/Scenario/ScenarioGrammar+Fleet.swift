@@ -187,6 +187,10 @@ extension ScenarioGrammar {
             build: { _ in .anchor(.up) },
             print: { $0 == .anchor(.up) ? [] : nil }),
         StatementForm(
+            "anchor", "heal",
+            build: { _ in .anchor(.heal) },
+            print: { $0 == .anchor(.heal) ? [] : nil }),
+        StatementForm(
             "anchor", "fail", "next", "write",
             build: { _ in .anchor(.failNextWrite) },
             print: { $0 == .anchor(.failNextWrite) ? [] : nil }),

@@ -40,6 +40,8 @@ public enum Statement: Sendable, Equatable {
 
     public enum AnchorAction: Sendable, Equatable {
         case down, up, failNextWrite
+        /// Up, with no failure or delay still armed (`anchor heal`).
+        case heal
         case delayNextWrite(Int64)
         /// `anchor backup as NAME` / `anchor restore from NAME`: the substrate's copy of the
         /// account's anchor is kept, then put back (a hub restored from a backup rewinds its anchor objects).
