@@ -74,10 +74,31 @@ public struct Knowledge: Sendable, Equatable {
     /// it, and of a message only the ops it had not seen (an op it had seen is in
     /// the snapshot, or was collected with its message: keeping it could bring a
     /// collected message back).
-    func uncovered(of record: WireRecord) -> WireRecord? {
-        guard case .message(let message) = record else { return covers(record) ? nil : record }
-        let ops = message.ops.filter { !covers($0) }
-        return ops.isEmpty ? nil : .message(MessageRecord(message: message.message, ops: ops))
+    ///
+    /// A causal record the fleet had not wholly seen keeps its vector, but of its
+    /// versions only those written after the agreement (their dot is not covered)
+    /// and those the agreed record `agreed` returns still holds. A version the fleet
+    /// had seen and the agreed content lacks was deleted or superseded there, and the
+    /// tombstone collected: a delete made after a restore, merged into its record's
+    /// vector, used to carry it back into every store (G1; stele simulate seed 274002
+    /// of --devices 3 --clients 1 --ledger-clients 1 --steps 3000). A version the
+    /// agreed record holds stays, so that the kept vector deletes nothing the fleet
+    /// still shows (G2).
+    func uncovered(of record: WireRecord, agreed: (String) -> CausalRecord? = { _ in nil }) -> WireRecord? {
+        switch record {
+        case .message(let message):
+            let ops = message.ops.filter { !covers($0) }
+            return ops.isEmpty ? nil : .message(MessageRecord(message: message.message, ops: ops))
+        case .causal(let causal):
+            guard !covers(record) else { return nil }
+            let held = agreed(causal.key)
+            let versions = causal.versions.filter { version in
+                counters[version.dot.device] < version.dot.counter || held?.versions.contains { $0.dot == version.dot } == true
+            }
+            return versions.count == causal.versions.count ? record : .causal(CausalRecord(key: causal.key, vector: causal.vector, versions: versions))
+        case .lww, .event, .appendOnly:
+            return covers(record) ? nil : record
+        }
     }
 
     /// Whether the fleet had seen the write of this stamp (`lww`, `log`, `appendOnly`).

@@ -42,14 +42,17 @@ extension Replica {
             for declaration in namespaces where declaration.kind.isReplicated {
                 let sync = try NamespaceSync(replica: self, declaration: declaration)
                 let local = try sync.records(keys: try allKeys(declaration))
+                let imported = snapshot.namespaces.first { $0.namespace == declaration.name }?.records ?? []
+                // What the fleet agreed of each causal key: a version it had seen is kept only if still there.
+                var agreed: [String: CausalRecord] = [:]
+                for case .causal(let record) in imported { agreed[record.key] = record }
                 // Newer than what the fleet had seen when it agreed: written after a
                 // restore, or while cut off from the anchor, by this device or another.
-                let kept = local.compactMap { snapshot.knowledge.uncovered(of: $0) }
+                let kept = local.compactMap { snapshot.knowledge.uncovered(of: $0, agreed: { agreed[$0] }) }
                 outcome.kept += kept.count
                 outcome.dropped += local.count - kept.count
                 try connection.execute("DELETE FROM \(declaration.table)")
                 if declaration.kind == .messages { try connection.execute("DELETE FROM \(declaration.table)_ops") }
-                let imported = snapshot.namespaces.first { $0.namespace == declaration.name }?.records ?? []
                 for record in imported { observe(record) }
                 try sync.apply(imported)
                 let collected = try dropCollectedTombstones(declaration, sync: sync, knowledge: snapshot.knowledge)
