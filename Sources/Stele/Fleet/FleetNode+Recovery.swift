@@ -182,7 +182,8 @@ extension FleetNode {
             // collected or recovered from, never for its own counter and clock: a
             // device restored from a backup has lost writes it made after the
             // backup, which the asking sibling may be the last to hold (seed 210071).
-            let snapshot = try Snapshot.take(of: replica, generation: replica.generation, knowledge: try replica.collectedKnowledge())
+            // And it carries the tombstones this device keeps: no round has collected them.
+            let snapshot = try Snapshot.take(of: replica, generation: replica.generation, knowledge: try replica.collectedKnowledge(), tombstones: true)
             noteShared(nil)
             return [.send(to: peer, bytes: FrameCodec.encode(.snapshot(SealedSnapshot(snapshot, account: replica.account, key: key, using: &random))))]
         } catch {

@@ -7,8 +7,9 @@
 /// number of namespaces, then per namespace one length-prefixed reconcile
 /// step (``ReconcileCodec``) carrying every live record with its bookkeeping
 /// (vectors, stamps): the rows recovery imports, with their clocks (001 §7:
-/// recovered rows' clocks come from the snapshot). Tombstones are not in it: a
-/// snapshot is written for a round that collects them.
+/// recovered rows' clocks come from the snapshot). An anchor's holds no `lww` or
+/// `causal` tombstones: it is written for a round that collects them. A sibling's
+/// holds those it keeps (``take(of:generation:knowledge:tombstones:)``).
 public struct Snapshot: Sendable, Equatable {
     public let generation: UInt64
     /// What the fleet had seen when this content was agreed: recovery keeps the
@@ -22,11 +23,22 @@ public struct Snapshot: Sendable, Equatable {
     /// older build) still reads, its versions without contexts.
     static let format: UInt8 = 2
 
-    /// Reads every live record of every replicated namespace.
-    static func take(of replica: Replica, generation: UInt64, knowledge: Knowledge) throws -> Snapshot {
+    /// Reads every live record of every replicated namespace, and with `tombstones`
+    /// every `lww` and `causal` tombstone too: a sibling serves those it still keeps.
+    /// Without them, a device that recovered from the snapshot held no trace of a
+    /// delete no round had collected, nor did the server's digest, equal to its own,
+    /// ever bring it back; once every holder had recovered so, the deleted value came
+    /// back from an older anchor (G1; seed 295073 of --devices 3 --steps 1000; DESIGN §6:
+    /// only a committed round drops a tombstone). Recovery drops those the snapshot's
+    /// knowledge covers, as a commit would have (``Replica/recover(from:)``).
+    static func take(of replica: Replica, generation: UInt64, knowledge: Knowledge, tombstones: Bool = false) throws -> Snapshot {
         var namespaces: [ReconcileMessage] = []
         for declaration in replica.namespaces where declaration.kind.isReplicated {
-            let records = try NamespaceSync(replica: replica, declaration: declaration).records(from: [], below: nil)
+            let sync = try NamespaceSync(replica: replica, declaration: declaration)
+            var records = try sync.records(from: [], below: nil)
+            if tombstones, declaration.kind == .causal || declaration.kind == .lww {
+                records = (records + (try sync.tombstones())).sorted { $0.sortKey.lexicographicallyPrecedes($1.sortKey) }
+            }
             namespaces.append(ReconcileMessage(session: 0, namespace: declaration.name, kind: declaration.kind, generation: generation, records: records))
         }
         return Snapshot(generation: generation, knowledge: knowledge, namespaces: namespaces)
