@@ -154,6 +154,29 @@ import TestSupport
         #expect(runner.simulation.eventLogHash == outcome.eventLogHash)
     }
 
+    /// A failing run is named by a finding that failed it: one at a documented limit
+    /// is counted, not a failure (seed 300027's summary named a leak at the limit
+    /// while eight resurrections failed the run).
+    @Test func aFailingRunIsNamedByAFindingThatFailedIt() {
+        var outcome = SimulationRun.Outcome(seed: 9)
+        outcome.convergenceMilliseconds = 1
+        outcome.leaksAtTheLimit = 1
+        outcome.reissuesAtTheLimit = 1
+        outcome.resurrections = 1
+        outcome.findings = [
+            "leak at the limit: chat message m1: delivered while its deleter was out of reach",
+            "resurrection at the limit (a stamp reissued after a key store rollback): flags k1: d0 shows \"v\"",
+            "resurrection: flags k9: d0 shows \"v336\", expected absent",
+        ]
+        #expect(SimulationSummary([outcome]).failures.map(\.finding) == ["resurrection: flags k9: d0 shows \"v336\", expected absent"])
+        // Only limits found: the first is named rather than nothing.
+        outcome.findings.removeLast()
+        #expect(SimulationSummary([outcome]).failures.first?.finding.hasPrefix("leak at the limit") == true)
+        // A passing run is no failure, whatever it counted at the limit.
+        outcome.resurrections = 0
+        #expect(SimulationSummary([outcome]).failures.isEmpty)
+    }
+
     /// A hub client's user writes are operations of the run (issue 22: a hub run
     /// counted its fleet's writes only); its syncs, retries and resets are not.
     @Test func aHubClientsWritesAreCountedAsOperationsAndItsSyncsAreNot() throws {
