@@ -437,8 +437,8 @@ public struct FleetNode {
     }
 }
 
-/// What ``FleetNode/logOnce(_:peer:namespace:_:failure:)`` says once: a refused
-/// sealed frame is logged for each sender and reason, not for each frame.
+/// What ``FleetNode/logOnce(_:peer:namespace:_:failure:)`` says once: a rejection
+/// is logged once for each kind, peer, namespace and message, not for each frame.
 struct LoggedOnce: Hashable {
     let kind: FleetEvent.Kind
     let peer: DeviceID?

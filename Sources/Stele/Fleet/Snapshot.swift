@@ -15,7 +15,8 @@ public struct Snapshot: Sendable, Equatable {
     /// What the fleet had seen when this content was agreed: recovery keeps the
     /// local records it does not cover.
     public let knowledge: Knowledge
-    /// One step per replicated namespace, in name order, `records` holding its live rows.
+    /// One step per replicated namespace, in name order, `records` holding its live rows
+    /// (and, in a sibling's, the `lww` and `causal` tombstones it keeps).
     public let namespaces: [ReconcileMessage]
 
     static let magic = Array("STELESNP".utf8)
