@@ -184,8 +184,7 @@ extension MirrorStore {
         if let qid = try connection.scalarInt(
             "SELECT qid FROM mirror_queue WHERE kind = ? AND id = ? AND set_name = '' AND member = '' AND state = 'failed' AND modified_at < ?", key)
         {
-            try recordConflict(qid: qid, reason: "superseded")
-            try connection.execute("DELETE FROM mirror_queue WHERE qid = ?", [.integer(qid)])
+            try dropWithConflict(qid: qid, reason: "superseded")
             dropped += 1
         }
         let waiting = try connection.query(
@@ -195,8 +194,7 @@ extension MirrorStore {
             """, [.text(record.kind), .text(record.id), .integer(now)]
         ) { (qid: $0.int64(0), modifiedAt: $0.int64(1), payload: $0.optionalBlob(2)) }
         for queued in waiting where Self.wins((record.modifiedAt, record.payload), over: (queued.modifiedAt, queued.payload)) {
-            try recordConflict(qid: queued.qid, reason: "stale")
-            try connection.execute("DELETE FROM mirror_queue WHERE qid = ?", [.integer(queued.qid)])
+            try dropWithConflict(qid: queued.qid, reason: "stale")
             dropped += 1
         }
         return dropped
@@ -245,8 +243,7 @@ extension MirrorStore {
         }
         for row in rows {
             if let canonical = row.canonical, Self.wins(canonical, over: row.queued) {
-                try recordConflict(qid: row.qid, reason: "stale")
-                try connection.execute("DELETE FROM mirror_queue WHERE qid = ?", [.integer(row.qid)])
+                try dropWithConflict(qid: row.qid, reason: "stale")
                 continue
             }
             try connection.execute(
@@ -369,8 +366,7 @@ extension MirrorStore {
                 """, [.text(kind), .text(id), .integer(now)]
             ) { (qid: $0.int64(0), modifiedAt: $0.int64(1), payload: $0.optionalBlob(2)) }
             for queued in beaten where Self.wins((mine.modifiedAt, mine.payload), over: (queued.modifiedAt, queued.payload)) {
-                try recordConflict(qid: queued.qid, reason: "stale")
-                try connection.execute("DELETE FROM mirror_queue WHERE qid = ?", [.integer(queued.qid)])
+                try dropWithConflict(qid: queued.qid, reason: "stale")
             }
         }
         let queuedPayload = try connection.scalarInt(

@@ -439,6 +439,13 @@ public final class MirrorStore {
             SELECT kind, id, mutation, op, set_name, member, payload, modified_at, ?2, ?3 FROM mirror_queue WHERE qid = ?1
             """, [.integer(qid), .text(reason), .integer(now)])
     }
+
+    /// Drops a queued mutation that lost (the hub answered it, or would, `reason`), with
+    /// its conflict event: it is never sent.
+    func dropWithConflict(qid: Int64, reason: String) throws {
+        try recordConflict(qid: qid, reason: reason)
+        try connection.execute("DELETE FROM mirror_queue WHERE qid = ?", [.integer(qid)])
+    }
 }
 
 /// Why a mirror store refused.
