@@ -22,7 +22,7 @@ struct MessageModel {
 
     /// `nil` while no post of the message is among `ops`.
     init?(_ ops: [MessageOp]) {
-        func earlier(_ a: MessageOp, _ b: MessageOp) -> Bool { a.time != b.time ? a.time < b.time : a.id.bytes.lexicographicallyPrecedes(b.id.bytes) }
+        func earlier(_ a: MessageOp, _ b: MessageOp) -> Bool { a.time != b.time ? a.time < b.time : a.id < b.id }
         let posts = ops.filter { if case .post = $0.action { true } else { false } }
         guard let post = posts.min(by: earlier), case .post(_, let postBody) = post.action else { return nil }
         let mine = ops.filter { $0.message == post.message }

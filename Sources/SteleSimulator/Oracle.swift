@@ -95,15 +95,20 @@ public final class Oracle {
     /// devices that held it: seed 222034 of --devices 2 --clients 2
     /// --ledger-clients 2 --steps 2000).
     var markersAtAppend: [Int: Set<EventID>] = [:]
+    /// The anchor that landed last: its generation, and ``forgettingMark`` when its
+    /// snapshot was taken (``recovered(_:)``).
+    var lastLandedAnchor: (generation: UInt64, mark: Int)?
     /// How many times an operation was forgotten (``erase(_:)``).
     var erasures = 0
 
     public init() {}
 
-    /// An anchor landed holding `snapshot`, taken at virtual time `takenAt`: every
-    /// operation made before then that the snapshot reflects is permanent.
-    func anchorLanded(_ snapshot: Snapshot, takenAt: Int64) {
+    /// An anchor landed holding `snapshot` of `generation`, taken at virtual time
+    /// `takenAt`, when the oracle's ``forgettingMark`` was `mark`: every operation
+    /// made before then that the snapshot reflects is permanent.
+    func anchorLanded(_ snapshot: Snapshot, generation: UInt64, takenAt: Int64, forgettingMark mark: Int) {
         landedKnowledge.append((erasures, snapshot.knowledge))
+        lastLandedAnchor = (generation, mark)
         let evidence = SnapshotEvidence(snapshot)
         for index in operations.indices where !operations[index].erased && operations[index].time <= takenAt {
             if isKnown(operations[index], by: [evidence]) { anchored.insert(index) }
@@ -335,17 +340,37 @@ public final class Oracle {
     /// snapshot, and drops every local record the round's ``Knowledge`` covers
     /// (it cannot tell a write lost before the round from one deleted and
     /// collected in it; dropping is the side that resurrects nothing).
-    func takeBack(knownTo replica: Replica, forgottenAfter mark: Int) {
+    ///
+    /// `recovered`: the replica has just recovered from the anchor that landed
+    /// last (``recovered(_:)``), so no round it is behind drops anything more.
+    func takeBack(knownTo replica: Replica, forgottenAfter mark: Int, recovered: Bool = false) {
         Self.suspendingFaults([replica]) {
             let store = StoreEvidence(replica: replica)
             for index in operations.indices {
                 guard let erasedAt = operations[index].erasedAt, erasedAt > mark, isKnown(operations[index], by: [store]) else { continue }
+                if recovered {
+                    operations[index].erasedAt = nil
+                    continue
+                }
                 var since = Knowledge()
                 for landed in landedKnowledge where landed.mark >= erasedAt { since.merge(landed.knowledge) }
                 guard !Self.recoveryDrops(operations[index], holding: replica, vouchedFor: since) else { continue }
                 operations[index].erasedAt = nil
             }
         }
+    }
+
+    /// A device recovered (its node logged `recovered`): an anchor is a copy too.
+    /// What the oracle forgot after the last anchor that landed was taken, and
+    /// the recovered store holds, came back from that anchor (seed 300027 of
+    /// --devices 3 --steps 1000 --faults join,revoke,restore,crash,anchor,offline:
+    /// the only devices that held a value were restored while the anchor write
+    /// that held it was delayed; the write landed, and they recovered the value
+    /// from it). A device that recovered from a sibling's snapshot of that
+    /// generation holds nothing a store did not hold, which the oracle has not forgotten.
+    func recovered(_ replica: Replica) {
+        guard let anchor = lastLandedAnchor, anchor.generation == replica.generation else { return }
+        takeBack(knownTo: replica, forgottenAfter: anchor.mark, recovered: true)
     }
 
     /// Whether recovering from a snapshot with `knowledge` drops what `replica`

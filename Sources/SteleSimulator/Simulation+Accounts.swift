@@ -193,6 +193,7 @@ extension Simulation {
             device.logged[event.kind, default: 0] += 1
             if event.kind == .unknownDevice, let peer = event.peer { device.refusedSenders.insert(peer) }
             if event.kind == .roundCommitted || event.kind == .recovered { record(.generation(device.replica.generation), device: device) }
+            if event.kind == .recovered { (device.account == account ? oracle : contactOracle).recovered(device.replica) }
             onEvent?(device.name, event)
             if let trace { trace(String(format: "%10.3f s  %@  %@", Double(now) / 1_000, device.name, "\(event)")) }
         }

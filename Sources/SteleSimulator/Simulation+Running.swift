@@ -39,7 +39,7 @@ extension Simulation {
             guard !timer.isCancelled, device(id: owner) != nil else { return }
             hasher.add("timer", now, owner, owner, 0)
             timer.fire()
-        case let .anchorWrite(owner, sealed, takenAt, completion):
+        case let .anchorWrite(owner, sealed, takenAt, mark, completion):
             guard let target = device(id: owner) else { return }
             let landed = !anchorSubstrate.isDown && target.isOnline && !anchorSubstrate.failNextWrite
             anchorSubstrate.failNextWrite = false
@@ -50,7 +50,7 @@ extension Simulation {
                 record(.anchorWritten(header?.generation ?? 0), device: target)
                 // Another account's anchor is no evidence for this account's writes (seed 13).
                 if let anchor = opened(sealed, by: target), let snapshot = try? Snapshot(decoding: anchor.snapshot) {
-                    (target.account == account ? oracle : contactOracle).anchorLanded(snapshot, takenAt: takenAt)
+                    (target.account == account ? oracle : contactOracle).anchorLanded(snapshot, generation: anchor.header.generation, takenAt: takenAt, forgettingMark: mark)
                 }
             }
             completion(landed ? .success(()) : .failure(AnchorError(.unavailable, "the anchor substrate is unreachable")))
@@ -81,7 +81,8 @@ extension Simulation {
     func queueAnchorWrite(_ sealed: [UInt8], by device: DeviceID, completion: @escaping (Result<Void, AnchorError>) -> Void) {
         let delay = anchorSubstrate.delayNextWriteMilliseconds ?? anchorSubstrate.latencyMilliseconds
         anchorSubstrate.delayNextWriteMilliseconds = nil
-        queue.push(.anchorWrite(device: device, sealed: sealed, takenAt: now, completion: completion), at: now + delay)
+        let mark = (self.device(id: device).map { $0.account == account } ?? true ? oracle : contactOracle).forgettingMark
+        queue.push(.anchorWrite(device: device, sealed: sealed, takenAt: now, forgettingMark: mark, completion: completion), at: now + delay)
     }
 
     /// Queues a device's anchor read.

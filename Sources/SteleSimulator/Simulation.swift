@@ -132,7 +132,8 @@ public final class Simulation {
     enum Event {
         case deliver(from: DeviceID, to: DeviceID, sealed: [UInt8], plain: [UInt8])
         case timer(device: DeviceID, timer: SimulatedTimer)
-        case anchorWrite(device: DeviceID, sealed: [UInt8], takenAt: Int64, completion: (Result<Void, AnchorError>) -> Void)
+        /// `forgettingMark`: the account's ``Oracle/forgettingMark`` when the snapshot was taken.
+        case anchorWrite(device: DeviceID, sealed: [UInt8], takenAt: Int64, forgettingMark: Int, completion: (Result<Void, AnchorError>) -> Void)
         case anchorRead(device: DeviceID, completion: (Result<[UInt8]?, AnchorError>) -> Void)
     }
 

@@ -656,7 +656,7 @@ import TestSupport
         let snapshot = Snapshot(
             generation: 1, knowledge: try a.knowledge(),
             namespaces: [ReconcileMessage(session: 0, namespace: "notes", kind: .causal, generation: 1)])
-        if anchored { oracle.anchorLanded(snapshot, takenAt: 2) }
+        if anchored { oracle.anchorLanded(snapshot, generation: 1, takenAt: 2, forgettingMark: oracle.forgettingMark) }
         // a is restored from before the delete: its store alone remembers k, live.
         let restored = try Replica.open(at: directory.file("backup.stele"))
         oracle.forgetOperationsUnknown(to: [restored], inFlight: [])
@@ -666,6 +666,38 @@ import TestSupport
         oracle.check([("c", recovered)], namespaces: [("notes", .causal)])
         #expect(oracle.lostWrites == (anchored ? 0 : 1), "\(oracle.findings)")
         #expect(oracle.resurrections == 0)
+    }
+
+    /// An anchor is a copy too. The only store that held a write is restored from
+    /// before it while the anchor write that holds it is in flight: the oracle
+    /// forgets the write; the anchor lands and the device recovers the write from
+    /// it, so it is back in the world. The broken double (the recovery not noted)
+    /// counts the recovered value a resurrection. (Found by the sweep: seed 300027.)
+    @Test(arguments: [false, true])
+    func aWriteTheAnchorInFlightHeldComesBackWithTheRecovery(noted: Bool) throws {
+        let directory = try TemporaryDirectory()
+        let account = Fixtures.account()
+        let a = try Replica.create(at: directory.file("a.stele"), account: account, device: Fixtures.device(1))
+        try a.declare("notes", .lww)
+        try a.backup(to: directory.file("backup.stele"))
+        let oracle = Oracle()
+        try oracle.perform(.put(namespace: "notes", key: "k", value: "v"), on: a, deviceName: "a", time: 0)
+        // The round's snapshot is taken and its anchor write queued.
+        let snapshot = try Snapshot.take(of: a, generation: 1, knowledge: try a.knowledge())
+        let mark = oracle.forgettingMark
+        // a is restored from before the put, while the write is in flight: no store holds k.
+        let restored = try Replica.open(at: directory.file("backup.stele"))
+        oracle.forgetOperationsUnknown(to: [restored], inFlight: [])
+        #expect(oracle.operations.allSatisfy { $0.erased })
+        // The write lands; a, below it, recovers from it.
+        oracle.anchorLanded(snapshot, generation: 1, takenAt: 0, forgettingMark: mark)
+        try restored.recover(from: snapshot)
+        let recovered = try restored.lww("notes").get("k")
+        #expect(recovered == Array("v".utf8))
+        if noted { oracle.recovered(restored) }
+        oracle.check([("a", restored)], namespaces: [("notes", .lww)])
+        #expect(oracle.resurrections == (noted ? 0 : 1), "\(oracle.findings)")
+        #expect(oracle.lostWrites == 0, "\(oracle.findings)")
     }
 
     /// A write whose only store was restored away is forgotten, unless a frame

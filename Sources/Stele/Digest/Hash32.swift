@@ -19,9 +19,7 @@ public struct Hash32: Hashable, Sendable, CustomStringConvertible {
         guard bytes.count == Self.byteCount else {
             throw CodecError(.valueOutOfRange, "a hash is 32 bytes, got \(bytes.count)")
         }
-        var values: [UInt64] = [0, 0, 0, 0]
-        for (offset, byte) in bytes.enumerated() { values[offset / 8] = values[offset / 8] << 8 | UInt64(byte) }
-        words = (values[0], values[1], values[2], values[3])
+        self = BigEndianWords.withRawBytes(bytes) { Hash32(unsafeBytes: $0) }
     }
 
     init(unsafeBytes pointer: UnsafeRawBufferPointer) {

@@ -15,11 +15,9 @@ public struct DeviceID: Hashable, Comparable, Sendable, CustomStringConvertible 
         guard bytes.count == Self.byteCount else {
             throw CodecError(.valueOutOfRange, "a device id is \(Self.byteCount) bytes, got \(bytes.count)")
         }
-        var words: [UInt64] = [0, 0, 0, 0]
-        for (offset, byte) in bytes.enumerated() {
-            words[offset / 8] = words[offset / 8] << 8 | UInt64(byte)
+        words = BigEndianWords.withRawBytes(bytes) { raw in
+            (BigEndianWords.word(raw, at: 0), BigEndianWords.word(raw, at: 8), BigEndianWords.word(raw, at: 16), BigEndianWords.word(raw, at: 24))
         }
-        self.words = (words[0], words[1], words[2], words[3])
     }
 
     /// Parses 64 hexadecimal digits.
@@ -30,12 +28,8 @@ public struct DeviceID: Hashable, Comparable, Sendable, CustomStringConvertible 
 
     /// The 32 bytes of the public key.
     public var bytes: [UInt8] {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(Self.byteCount)
-        for word in [words.0, words.1, words.2, words.3] {
-            for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: word >> UInt64(shift))) }
-        }
-        return bytes
+        let bigEndian = (words.0.bigEndian, words.1.bigEndian, words.2.bigEndian, words.3.bigEndian)
+        return withUnsafeBytes(of: bigEndian) { Array($0) }
     }
 
     /// All 64 hexadecimal digits.

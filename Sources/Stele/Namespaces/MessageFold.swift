@@ -7,14 +7,18 @@
 public struct MessageOpID: Hashable, Comparable, Sendable, CustomStringConvertible {
     public static let byteCount = 16
 
-    public let bytes: [UInt8]
+    /// The bytes as two big-endian words, so comparing words compares bytes. Ids
+    /// are hashed, compared and copied in every fold and every outbox (issue 22):
+    /// two words cost no allocation and no reference count.
+    private let high: UInt64
+    private let low: UInt64
 
     /// - Throws: ``CodecError`` unless `bytes` holds exactly 16 bytes.
     public init(bytes: some Collection<UInt8>) throws {
         guard bytes.count == Self.byteCount else {
             throw CodecError(.valueOutOfRange, "a message op id is \(Self.byteCount) bytes, got \(bytes.count)")
         }
-        self.bytes = Array(bytes)
+        self.init(unchecked: bytes)
     }
 
     /// A fresh id from `generator`.
@@ -22,10 +26,18 @@ public struct MessageOpID: Hashable, Comparable, Sendable, CustomStringConvertib
         MessageOpID(unchecked: generator.bytes(byteCount))
     }
 
-    private init(unchecked bytes: [UInt8]) { self.bytes = bytes }
+    /// From exactly 16 bytes (the caller has checked the count).
+    private init(unchecked bytes: some Collection<UInt8>) {
+        (high, low) = BigEndianWords.withRawBytes(bytes) { raw in (BigEndianWords.word(raw, at: 0), BigEndianWords.word(raw, at: 8)) }
+    }
+
+    /// The 16 bytes.
+    public var bytes: [UInt8] {
+        withUnsafeBytes(of: (high.bigEndian, low.bigEndian)) { Array($0) }
+    }
 
     /// 000 §6: a same-millisecond tie is broken byte-lexicographically.
-    public static func < (lhs: MessageOpID, rhs: MessageOpID) -> Bool { lhs.bytes.lexicographicallyPrecedes(rhs.bytes) }
+    public static func < (lhs: MessageOpID, rhs: MessageOpID) -> Bool { (lhs.high, lhs.low) < (rhs.high, rhs.low) }
 
     public var description: String { Hex.encode(bytes.prefix(4)) }
 }
@@ -231,6 +243,13 @@ public enum MessageFold {
     /// the message is among them (its other ops wait as orphans). Ops of another
     /// message than the post's are ignored.
     public static func fold(_ ops: some Sequence<MessageOp>) -> MessageRow? {
+        fold(Array(ops))
+    }
+
+    /// The fold of an array of ops: what the namespace calls on every read and
+    /// every insert, not generic, so that it is specialized wherever it is called
+    /// from (issue 22: the generic sort cost 4 % of a simulated run).
+    public static func fold(_ ops: [MessageOp]) -> MessageRow? {
         let ordered = ops.sorted { $0.precedes($1) }
         // The earliest post is the message; a later one with the same id changes nothing.
         guard let post = ordered.first(where: { if case .post = $0.action { true } else { false } }),
