@@ -153,7 +153,7 @@ extension Oracle {
         }
         var messages = Set(byMessage.keys)
         for device in devices {
-            messages.formUnion(read(device.name, "the messages of \(namespace)") { try device.replica.messages(namespace).messages().map(\.message) } ?? [])
+            messages.formUnion(read(device.name, "the messages of \(namespace)") { try device.replica.messages(namespace).liveIDs() } ?? [])
         }
         for message in messages.sorted() {
             let ops = byMessage[message] ?? []

@@ -95,9 +95,17 @@ public final class Oracle {
     /// devices that held it: seed 222034 of --devices 2 --clients 2
     /// --ledger-clients 2 --steps 2000).
     var markersAtAppend: [Int: Set<EventID>] = [:]
-    /// The anchor that landed last: its generation, and ``forgettingMark`` when its
-    /// snapshot was taken (``recovered(_:)``).
-    var lastLandedAnchor: (generation: UInt64, mark: Int)?
+    /// The anchor that landed last (``recovered(_:)``).
+    var lastLandedAnchor: LandedAnchor?
+
+    /// An anchor that landed: its generation, and when its snapshot was taken, in
+    /// virtual time and as ``forgettingMark``.
+    struct LandedAnchor {
+        let generation: UInt64
+        let mark: Int
+        let takenAt: Int64
+        let snapshot: SnapshotEvidence
+    }
     /// How many times an operation was forgotten (``erase(_:)``).
     var erasures = 0
 
@@ -108,8 +116,8 @@ public final class Oracle {
     /// made before then that the snapshot reflects is permanent.
     func anchorLanded(_ snapshot: Snapshot, generation: UInt64, takenAt: Int64, forgettingMark mark: Int) {
         landedKnowledge.append((erasures, snapshot.knowledge))
-        lastLandedAnchor = (generation, mark)
         let evidence = SnapshotEvidence(snapshot)
+        lastLandedAnchor = LandedAnchor(generation: generation, mark: mark, takenAt: takenAt, snapshot: evidence)
         for index in operations.indices where !operations[index].erased && operations[index].time <= takenAt {
             if isKnown(operations[index], by: [evidence]) { anchored.insert(index) }
         }
@@ -340,18 +348,11 @@ public final class Oracle {
     /// snapshot, and drops every local record the round's ``Knowledge`` covers
     /// (it cannot tell a write lost before the round from one deleted and
     /// collected in it; dropping is the side that resurrects nothing).
-    ///
-    /// `recovered`: the replica has just recovered from the anchor that landed
-    /// last (``recovered(_:)``), so no round it is behind drops anything more.
-    func takeBack(knownTo replica: Replica, forgottenAfter mark: Int, recovered: Bool = false) {
+    func takeBack(knownTo replica: Replica, forgottenAfter mark: Int) {
         Self.suspendingFaults([replica]) {
             let store = StoreEvidence(replica: replica)
             for index in operations.indices {
                 guard let erasedAt = operations[index].erasedAt, erasedAt > mark, isKnown(operations[index], by: [store]) else { continue }
-                if recovered {
-                    operations[index].erasedAt = nil
-                    continue
-                }
                 var since = Knowledge()
                 for landed in landedKnowledge where landed.mark >= erasedAt { since.merge(landed.knowledge) }
                 guard !Self.recoveryDrops(operations[index], holding: replica, vouchedFor: since) else { continue }
@@ -362,15 +363,50 @@ public final class Oracle {
 
     /// A device recovered (its node logged `recovered`): an anchor is a copy too.
     /// What the oracle forgot after the last anchor that landed was taken, and
-    /// the recovered store holds, came back from that anchor (seed 300027 of
-    /// --devices 3 --steps 1000 --faults join,revoke,restore,crash,anchor,offline:
-    /// the only devices that held a value were restored while the anchor write
-    /// that held it was delayed; the write landed, and they recovered the value
-    /// from it). A device that recovered from a sibling's snapshot of that
-    /// generation holds nothing a store did not hold, which the oracle has not forgotten.
+    /// both that anchor's snapshot and the recovered store hold, came back from
+    /// the anchor (seed 300027 of --devices 3 --steps 1000 --faults
+    /// join,revoke,restore,crash,anchor,offline: the only devices that held a
+    /// value were restored while the anchor write that held it was delayed; the
+    /// write landed, and they recovered the value from it).
+    ///
+    /// Holding, not knowing: a recovered causal record keeps the vector of what
+    /// the fleet agreed on, which covers versions the agreement superseded and
+    /// recovery dropped (``Knowledge/uncovered(of:agreed:)``), and a restored
+    /// store keeps records recovery does not vouch for. Neither came from the
+    /// anchor (seeds 325033, 325052 and 324010 of the sweeps: taking back what the
+    /// store merely knew counted values superseded long ago as lost).
     func recovered(_ replica: Replica) {
         guard let anchor = lastLandedAnchor, anchor.generation == replica.generation else { return }
-        takeBack(knownTo: replica, forgottenAfter: anchor.mark, recovered: true)
+        Self.suspendingFaults([replica]) {
+            let store = StoreEvidence(replica: replica)
+            for index in operations.indices {
+                guard let erasedAt = operations[index].erasedAt, erasedAt > anchor.mark, operations[index].time <= anchor.takenAt,
+                    holds(operations[index], anchor.snapshot), holds(operations[index], store)
+                else { continue }
+                operations[index].erasedAt = nil
+            }
+        }
+    }
+
+    /// Whether `evidence` holds the operation itself: its version of a causal
+    /// record, its very stamp, its event, its op (a causal delete, which leaves
+    /// no version, by what the record has seen).
+    func holds(_ operation: Operation, _ evidence: any Evidence) -> Bool {
+        let namespace = operation.namespace
+        switch operation.kind {
+        case .causalPut(_, let dot, _, _):
+            return evidence.causal(namespace, operation.key)?.versions.contains { $0.dot == dot } ?? false
+        case .causalDelete(let vector):
+            return evidence.causal(namespace, operation.key).map { Self.hasSeen($0.vector, vector) } ?? false
+        case .lww(_, let stamp):
+            return evidence.lww(namespace, operation.key)?.stamp == stamp
+        case .appendOnly(_, let stamp):
+            return evidence.appendOnly(namespace, operation.key)?.stamp == stamp
+        case .append(let id), .bury(let id):
+            return evidence.hasEvent(namespace, id)
+        case .message(let op):
+            return evidence.messageOps(namespace, operation.key)?.contains(op.id) ?? false
+        }
     }
 
     /// Whether recovering from a snapshot with `knowledge` drops what `replica`

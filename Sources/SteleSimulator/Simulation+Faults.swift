@@ -77,6 +77,7 @@ extension Simulation {
         let removed = queue.removeAll { event in
             if case .deliver(_, let to, _, _) = event, to == device.id {
                 frames += 1
+                queued.count(event, -1)
                 return true
             }
             if case .timer(let owner, _) = event { return owner == device.id }

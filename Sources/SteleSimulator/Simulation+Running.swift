@@ -18,6 +18,7 @@ extension Simulation {
 
     func step() {
         guard let (deadline, sequence, event) = queue.pop() else { return }
+        queued.count(event, -1)
         now = max(now, deadline)
         syncClocks()
         switch event {
@@ -71,9 +72,15 @@ extension Simulation {
         return nil
     }
 
+    /// Puts an event on the queue, counted in ``queued``.
+    func enqueue(_ event: Event, at deadline: Int64) {
+        queued.count(event, 1)
+        queue.push(event, at: deadline)
+    }
+
     /// Queues a device's timer on the virtual clock.
     func schedule(_ timer: SimulatedTimer, for device: DeviceID, afterMilliseconds delay: Int64) -> SimulatedTimer {
-        queue.push(.timer(device: device, timer: timer), at: now + delay)
+        enqueue(.timer(device: device, timer: timer), at: now + delay)
         return timer
     }
 
@@ -82,12 +89,12 @@ extension Simulation {
         let delay = anchorSubstrate.delayNextWriteMilliseconds ?? anchorSubstrate.latencyMilliseconds
         anchorSubstrate.delayNextWriteMilliseconds = nil
         let mark = (self.device(id: device).map { $0.account == account } ?? true ? oracle : contactOracle).forgettingMark
-        queue.push(.anchorWrite(device: device, sealed: sealed, takenAt: now, forgettingMark: mark, completion: completion), at: now + delay)
+        enqueue(.anchorWrite(device: device, sealed: sealed, takenAt: now, forgettingMark: mark, completion: completion), at: now + delay)
     }
 
     /// Queues a device's anchor read.
     func queueAnchorRead(by device: DeviceID, completion: @escaping (Result<[UInt8]?, AnchorError>) -> Void) {
-        queue.push(.anchorRead(device: device, completion: completion), at: now + anchorSubstrate.latencyMilliseconds)
+        enqueue(.anchorRead(device: device, completion: completion), at: now + anchorSubstrate.latencyMilliseconds)
     }
 
     func syncClocks() {
@@ -113,7 +120,7 @@ extension Simulation {
         }
         let plain = opened ?? device(id: from).map { carried(bytes, from: $0, to: device(id: to)) } ?? []
         for delay in delays {
-            queue.push(.deliver(from: from, to: to, sealed: bytes, plain: plain), at: now + delay)
+            enqueue(.deliver(from: from, to: to, sealed: bytes, plain: plain), at: now + delay)
         }
         if delays.count > 1 { count("dup") }
     }

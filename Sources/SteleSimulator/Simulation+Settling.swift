@@ -62,6 +62,26 @@ extension Simulation {
     private func inFlight() -> String? {
         // A revoked device keeps talking to a fleet that refuses it: its frames
         // and timers are no part of the roster settling.
+        let verdict: String? =
+            if everyDevice.contains(where: { !$0.isRevoked && queued.framesFrom[$0.id] != nil }) {
+                "frames in flight"
+            } else if queued.anchorWrites > 0 {
+                "an anchor write in flight"
+            } else if queued.anchorReads > 0 {
+                "an anchor read in flight"
+            } else {
+                nil
+            }
+        #if DEBUG
+            // The tally against the queue itself, now and then.
+            inFlightChecks &+= 1
+            if inFlightChecks % 256 == 0 { precondition(verdict == scannedInFlight(), "the queued tally says \(verdict ?? "nothing"), the queue \(scannedInFlight() ?? "nothing")") }
+        #endif
+        return verdict
+    }
+
+    /// ``inFlight()`` found by scanning the queue: what the tally must agree with.
+    func scannedInFlight() -> String? {
         let rosterIDs = Set(everyDevice.filter { !$0.isRevoked }.map(\.id))
         if queue.contains(where: { if case .deliver(let from, _, _, _) = $0 { return rosterIDs.contains(from) } else { return false } }) {
             return "frames in flight"

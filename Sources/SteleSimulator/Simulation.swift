@@ -92,7 +92,12 @@ public final class Simulation {
     /// Where and how the devices' stores are kept.
     public let storage: Storage
     var random: SplitMix64
+    /// Every queued event: put on it through ``enqueue(_:at:)``, which keeps ``queued``.
     var queue = EventQueue<Event>()
+    /// What the queue holds that keeps the fleet from settling.
+    var queued = QueuedTally()
+    /// How many times ``inFlight()`` was asked (debug builds check the tally now and then).
+    var inFlightChecks = 0
     var backups: [String: (device: String, path: String, time: Int64, keys: MemoryKeyStore, forgettingMark: Int)] = [:]
     /// Whether devices keep a stamp floor in their key store (``StampFloor``).
     /// Off only for tests that show what the floor prevents: set it before
@@ -128,6 +133,28 @@ public final class Simulation {
     public internal(set) var lastRefusal: ReplicaError?
     /// The last storage failure of an operation.
     public internal(set) var lastFailure: String?
+
+    /// What the queue holds that keeps a fleet from settling (``isStillMoving()``):
+    /// counted as events are queued and taken off, rather than found by scanning
+    /// the queue, hundreds of events long, at every step of a `sync` (issue 22).
+    struct QueuedTally {
+        /// Frames in flight, by sender.
+        private(set) var framesFrom: [DeviceID: Int] = [:]
+        private(set) var anchorWrites = 0
+        private(set) var anchorReads = 0
+
+        /// Counts `event` in (`delta` 1) or out (-1).
+        mutating func count(_ event: Event, _ delta: Int) {
+            switch event {
+            case .deliver(let from, _, _, _):
+                let count = framesFrom[from, default: 0] + delta
+                framesFrom[from] = count == 0 ? nil : count
+            case .anchorWrite: anchorWrites += delta
+            case .anchorRead: anchorReads += delta
+            case .timer: break
+            }
+        }
+    }
 
     enum Event {
         case deliver(from: DeviceID, to: DeviceID, sealed: [UInt8], plain: [UInt8])

@@ -57,6 +57,7 @@ import TestSupport
         #expect(row.shownReactions == ["ben": "👍"])
         #expect(try chat.count() == 1)
         #expect(try chat.messages().map(\.message) == ["m1"])
+        #expect(try chat.liveIDs() == ["m1"])
 
         #expect(try chat.unsend("m1", scope: .me) != nil)
         #expect(try chat.unsend("m1", scope: .me) == nil)
@@ -65,6 +66,7 @@ import TestSupport
         #expect(try chat.message("m1")?.scope == .everyone)
         #expect(try chat.count() == 0)
         #expect(try chat.messages().isEmpty)
+        #expect(try chat.liveIDs().isEmpty)
         #expect(try chat.tombstoneCount() == 1)
     }
 

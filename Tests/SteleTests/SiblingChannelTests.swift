@@ -171,6 +171,30 @@ import TestSupport
         }
     }
 
+    /// Keys derived for one use of a peer's secret are derived once, and shared by
+    /// the identity's copies; another salt or info is another use, and a derivation
+    /// that fails is not remembered.
+    @Test func anIdentityDerivesEachUseOfASecretOnce() throws {
+        let alice = try DeviceIdentity(privateKey: [UInt8](repeating: 3, count: 32))
+        let bob = try DeviceIdentity(privateKey: [UInt8](repeating: 5, count: 32)).deviceID
+        var derivations = 0
+        let derive = { (secret: [UInt8]) throws -> [UInt8] in
+            derivations += 1
+            return try KeyAgreement.hkdf(key: secret, salt: [1], info: [2], count: 32)
+        }
+        let first = try alice.derived(with: bob, salt: [1], info: [2], derive)
+        let copy = alice
+        #expect(try copy.derived(with: bob, salt: [1], info: [2], derive) == first)
+        #expect(derivations == 1)
+        _ = try alice.derived(with: bob, salt: [9], info: [2], derive)
+        _ = try alice.derived(with: bob, salt: [1], info: [9], derive)
+        #expect(derivations == 3)
+        struct Refused: Error {}
+        #expect(throws: Refused.self) { _ = try alice.derived(with: bob, salt: [7], info: [7]) { _ in throw Refused() } }
+        #expect(try alice.derived(with: bob, salt: [7], info: [7], derive) == first)
+        #expect(derivations == 4)
+    }
+
     @Test func hkdfMatchesRFC5869() throws {
         let okm = try KeyAgreement.hkdf(
             key: [UInt8](repeating: 0x0b, count: 22), salt: Hex.decode("000102030405060708090a0b0c")!, info: Hex.decode("f0f1f2f3f4f5f6f7f8f9")!, count: 42)

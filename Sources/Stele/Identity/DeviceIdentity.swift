@@ -44,6 +44,19 @@ public struct DeviceIdentity: Sendable, Equatable {
         agreements.remember(secret, with: peer)
         return secret
     }
+
+    /// Keys derived from the agreement with `peer` (``sharedSecret(with:)``) for one
+    /// use, named by `salt` and `info`: `derive` runs once per use, and every copy of
+    /// this identity reuses its result (a channel rebuilt at each roster refresh and
+    /// each restart derived its pair keys again: 2.5 % of a simulated run, issue 22).
+    /// - Throws: what ``sharedSecret(with:)`` or `derive` throws; nothing is remembered then.
+    func derived(with peer: DeviceID, salt: [UInt8], info: [UInt8], _ derive: ([UInt8]) throws -> [UInt8]) throws -> [UInt8] {
+        let use = SharedSecrets.Use(peer: peer, salt: salt, info: info)
+        if let known = agreements.derived(use) { return known }
+        let keys = try derive(try sharedSecret(with: peer))
+        agreements.remember(keys, for: use)
+        return keys
+    }
 }
 
 /// The shared secrets one identity agreed with its peers. Bounded: past
@@ -52,6 +65,15 @@ public struct DeviceIdentity: Sendable, Equatable {
 private final class SharedSecrets: Sendable {
     static let capacity = 1_024
     private let secrets = Mutex<[DeviceID: [UInt8]]>([:])
+    /// Keys derived from the secrets (``DeviceIdentity/derived(with:salt:info:_:)``), bounded alike.
+    private let derivations = Mutex<[Use: [UInt8]]>([:])
+
+    /// One use of a peer's secret: the salt and info of the derivation.
+    struct Use: Hashable {
+        let peer: DeviceID
+        let salt: [UInt8]
+        let info: [UInt8]
+    }
 
     func secret(with peer: DeviceID) -> [UInt8]? { secrets.withLock { $0[peer] } }
 
@@ -59,6 +81,15 @@ private final class SharedSecrets: Sendable {
         secrets.withLock { known in
             if known.count >= Self.capacity { known.removeAll() }
             known[peer] = secret
+        }
+    }
+
+    func derived(_ use: Use) -> [UInt8]? { derivations.withLock { $0[use] } }
+
+    func remember(_ keys: [UInt8], for use: Use) {
+        derivations.withLock { known in
+            if known.count >= 4 * Self.capacity { known.removeAll() }
+            known[use] = keys
         }
     }
 }

@@ -30,8 +30,13 @@ public struct MessageNamespace {
 
     /// The live messages, oldest post first (ties by id).
     public func messages() throws -> [MessageRow] {
-        let ids = try replica.connection.query("SELECT key FROM \(table) WHERE scope = 0 ORDER BY posted, key") { $0.text(0) }
-        return try ids.compactMap { try message($0) }
+        try liveIDs().compactMap { try message($0) }
+    }
+
+    /// The ids of the live messages, in the order of ``messages()``, read from the
+    /// rows without folding a message's ops.
+    public func liveIDs() throws -> [String] {
+        try replica.connection.query("SELECT key FROM \(table) WHERE scope = 0 ORDER BY posted, key") { $0.text(0) }
     }
 
     /// The number of live messages.
