@@ -21,6 +21,10 @@ final class SimulatedEnvironment: FleetTransport, FleetScheduler, AnchorSubstrat
         simulation.send(bytes, from: sender, to: recipient)
     }
 
+    func mayCarry(from sender: DeviceID, to recipient: DeviceID) -> Bool {
+        simulation.mayCarry(from: sender, to: recipient)
+    }
+
     /// The virtual clock: every device's monotonic clock is the simulation's (a skew moves only wall clocks).
     var monotonicMilliseconds: Int64 { simulation.now }
 

@@ -125,6 +125,14 @@ extension Simulation {
         if delays.count > 1 { count("dup") }
     }
 
+    /// Whether a frame sent now could be anything but dropped by ``send(_:from:to:)``:
+    /// the two devices reach each other, or they are of two accounts (such a frame is
+    /// read even if it goes nowhere). A frame that would be dropped is not sealed.
+    func mayCarry(from: DeviceID, to: DeviceID) -> Bool {
+        guard let source = device(id: from), let target = device(id: to) else { return false }
+        return source.account != target.account || canReach(from, to)
+    }
+
     /// What a frame carries, as the oracle sees it (it knows every device's
     /// keys); the device sees only the sealed bytes. The node that sealed it
     /// kept its plaintext (``FleetNode/keepsSealedPlaintexts``), so the oracle

@@ -52,6 +52,9 @@ import SteleSQL
         }
         func assertOnOwner() {}
         func send(_ bytes: [UInt8], from sender: DeviceID, to recipient: DeviceID) { sent.append((recipient, bytes)) }
+        /// Devices this transport says it cannot reach now.
+        var unreachable: Set<DeviceID> = []
+        func mayCarry(from sender: DeviceID, to recipient: DeviceID) -> Bool { !unreachable.contains(recipient) }
     }
 
     /// One sealed driver on a recording scheduler, with a sibling on its roster.
@@ -91,6 +94,27 @@ import SteleSQL
         second.action()
         first.action()
         #expect(recorder.sent.count == sentBefore)
+    }
+
+    /// A frame the transport says it cannot carry now is neither sent nor sealed:
+    /// no salt is drawn for it, so the next frame is sealed with the salt it would
+    /// have had if the dropped one had never been made.
+    @Test func aFrameTheTransportCannotCarryIsNeitherSealedNorSent() throws {
+        let (driver, recorder, _) = try Self.recorded()
+        let (twin, twinRecorder, _) = try Self.recorded()
+        let sibling = Fixtures.identity(72).deviceID
+        recorder.unreachable = [sibling]
+        let sentBefore = recorder.sent.count
+        driver.handle(.timer(.advertise))
+        #expect(recorder.sent.count == sentBefore, "nothing for a sibling out of reach")
+        recorder.unreachable = []
+        driver.handle(.timer(.advertise))
+        twin.handle(.timer(.advertise))
+        let (frame, twinFrame) = (try #require(recorder.sent.last), try #require(twinRecorder.sent.last))
+        #expect(frame.to == sibling && twinFrame.to == sibling)
+        // The salt follows the version byte and the recipient's id.
+        let salt = { (bytes: [UInt8]) in Array(bytes[(1 + DeviceID.byteCount)..<(1 + DeviceID.byteCount + SiblingChannel.saltCount)]) }
+        #expect(salt(frame.bytes) == salt(twinFrame.bytes))
     }
 
     @Test func aStoppedDriverCancelsItsTimersAndHearsNothingMore() throws {

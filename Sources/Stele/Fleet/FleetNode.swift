@@ -114,9 +114,12 @@ public struct FleetNode {
 
     /// Handles one input, which arrived at `now` on the runtime's monotonic clock
     /// (milliseconds from any origin; a `now` earlier than the last one counts as the last).
-    public mutating func handle(_ input: FleetInput, at now: Int64) -> [FleetOutput] {
+    /// - Parameter mayCarry: whether the transport could carry a frame to a device
+    ///   now (``FleetTransport/mayCarry(from:to:)``): a frame it would drop is
+    ///   neither sealed nor returned.
+    public mutating func handle(_ input: FleetInput, at now: Int64, carrying mayCarry: (DeviceID) -> Bool = { _ in true }) -> [FleetOutput] {
         monotonicNow = max(monotonicNow, now)
-        let outputs = seal(step(input))
+        let outputs = seal(step(input), carrying: mayCarry)
         checkInvariants()
         return outputs
     }
@@ -138,8 +141,9 @@ public struct FleetNode {
     }
 
     /// Seals every frame among `outputs` for its recipient (a node with a
-    /// channel): with the sibling channel, or a contact's for its devices.
-    mutating func seal(_ outputs: [FleetOutput]) -> [FleetOutput] {
+    /// channel): with the sibling channel, or a contact's for its devices. A
+    /// frame for a device `mayCarry` says no frame can reach now is dropped unsealed.
+    mutating func seal(_ outputs: [FleetOutput], carrying mayCarry: (DeviceID) -> Bool = { _ in true }) -> [FleetOutput] {
         if !sealedPlaintexts.isEmpty { sealedPlaintexts.removeAll(keepingCapacity: true) }
         guard channel != nil else { return outputs }
         var sealed: [FleetOutput] = []
@@ -149,6 +153,7 @@ public struct FleetNode {
                 sealed.append(output)
                 continue
             }
+            guard mayCarry(recipient) else { continue }
             do {
                 // Salts come from the node's generator: replayable in the simulator.
                 let sealedBytes: [UInt8]

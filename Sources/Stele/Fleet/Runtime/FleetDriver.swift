@@ -163,7 +163,8 @@ public final class FleetDriver {
             case .sealed, .backlog, .frame: framesTaken = true
             default: break
             }
-            carryOut(node.handle(input, at: environment.scheduler.monotonicMilliseconds))
+            let (transport, device) = (environment.transport, replica.device)
+            carryOut(node.handle(input, at: environment.scheduler.monotonicMilliseconds) { transport.mayCarry(from: device, to: $0) })
         }
         noteDiskFull(stepFoundDiskFull, framesTaken: framesTaken)
     }

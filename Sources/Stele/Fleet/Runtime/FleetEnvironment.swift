@@ -26,6 +26,18 @@ public struct FleetEnvironment {
 public protocol FleetTransport: AnyObject {
     /// Sends `bytes` (sealed for `recipient`) from this device.
     func send(_ bytes: [UInt8], from sender: DeviceID, to recipient: DeviceID)
+
+    /// Whether a frame sent now from `sender` to `recipient` could get anywhere.
+    /// A transport that knows it would drop the frame says `false`, and the node
+    /// does not seal it: the simulator's network, with the recipient offline or
+    /// cut off by a partition, where two thirds of the frames of a five-device run
+    /// went nowhere (issue 22). A transport that carries or queues every frame
+    /// (a hub's relay) keeps the default, `true`.
+    func mayCarry(from sender: DeviceID, to recipient: DeviceID) -> Bool
+}
+
+extension FleetTransport {
+    public func mayCarry(from sender: DeviceID, to recipient: DeviceID) -> Bool { true }
 }
 
 /// Timers on a clock that never goes back: the driver measures durations on it,
