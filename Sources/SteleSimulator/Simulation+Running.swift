@@ -88,7 +88,9 @@ extension Simulation {
     func queueAnchorWrite(_ sealed: [UInt8], by device: DeviceID, completion: @escaping (Result<Void, AnchorError>) -> Void) {
         let delay = anchorSubstrate.delayNextWriteMilliseconds ?? anchorSubstrate.latencyMilliseconds
         anchorSubstrate.delayNextWriteMilliseconds = nil
-        let mark = (self.device(id: device).map { $0.account == account } ?? true ? oracle : contactOracle).forgettingMark
+        // Where the writer's account's oracle stands as the snapshot is taken (``Oracle/recovered(_:)``).
+        let ownAccount = (self.device(id: device)?.account ?? account) == account
+        let mark = (ownAccount ? oracle : contactOracle).forgettingMark
         enqueue(.anchorWrite(device: device, sealed: sealed, takenAt: now, forgettingMark: mark, completion: completion), at: now + delay)
     }
 
