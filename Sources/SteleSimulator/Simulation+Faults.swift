@@ -133,6 +133,11 @@ extension Simulation {
         watch(device)
         if !device.isRevoked { try refreshRoster(of: device) }
         device.driver.start()
-        try updateRosters()
+        // Its contacts' rosters, as at every launch. Nothing changed for the other
+        // devices: a sibling's restart is no reason to read the directory again.
+        if !device.isRevoked {
+            device.driver.contactAccounts = otherAccounts(of: device)
+            device.driver.refreshContacts()
+        }
     }
 }
