@@ -183,10 +183,27 @@ import TestSupport
         #expect(Set(folded) == [Array("late".utf8)])
     }
 
-    @Test func opIDsAreSixteenBytes() {
+    @Test func opIDsAreSixteenBytes() throws {
         #expect(throws: CodecError.self) { _ = try MessageOpID(bytes: [1, 2, 3]) }
         var generator = SeededGenerator(seed: 4)
         #expect(MessageOpID.generate(using: &generator) != MessageOpID.generate(using: &generator))
+        // An array, a slice of one and any other collection read alike, and refuse alike.
+        let bytes = (0..<UInt8(18)).map { $0 &* 37 }
+        let fromArray = try MessageOpID(bytes: Array(bytes[1..<17]))
+        #expect(try MessageOpID(bytes: bytes[1..<17]) == fromArray)
+        #expect(try MessageOpID(bytes: AnyCollection(bytes[1..<17])) == fromArray)
+        #expect(fromArray.bytes == Array(bytes[1..<17]))
+        for count in [15, 17] {
+            #expect(throws: CodecError.self) { _ = try MessageOpID(bytes: Array(bytes.prefix(count))) }
+            #expect(throws: CodecError.self) { _ = try MessageOpID(bytes: bytes.prefix(count)) }
+            #expect(throws: CodecError.self) { _ = try MessageOpID(bytes: bytes.prefix(count).reversed()) }
+        }
+        // Ids order by their bytes, the first byte first.
+        let low = try MessageOpID(bytes: [0x01] + [UInt8](repeating: 0xFF, count: 15))
+        let high = try MessageOpID(bytes: [0x02] + [UInt8](repeating: 0x00, count: 15))
+        #expect(low < high && !(high < low))
+        let tail = try MessageOpID(bytes: [UInt8](repeating: 0, count: 15) + [0x01])
+        #expect(tail < low)
     }
 }
 

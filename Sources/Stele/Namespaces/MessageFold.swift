@@ -15,20 +15,37 @@ public struct MessageOpID: Hashable, Comparable, Sendable, CustomStringConvertib
 
     /// - Throws: ``CodecError`` unless `bytes` holds exactly 16 bytes.
     public init(bytes: some Collection<UInt8>) throws {
+        try self.init(bytes: Array(bytes)[...])
+    }
+
+    /// An id from an array's bytes, read in place.
+    /// - Throws: ``CodecError`` unless `bytes` holds exactly 16 bytes.
+    public init(bytes: [UInt8]) throws {
+        try self.init(bytes: bytes[...])
+    }
+
+    /// An id from a slice's bytes (a frame's, a row's list of ids), read in place:
+    /// not generic, so that a caller in another file of a build without whole-module
+    /// optimization (the one `scripts/test` sweeps with) does not go through
+    /// `Collection`'s witnesses for every id of every op it reads.
+    /// - Throws: ``CodecError`` unless `bytes` holds exactly 16 bytes.
+    public init(bytes: ArraySlice<UInt8>) throws {
         guard bytes.count == Self.byteCount else {
             throw CodecError(.valueOutOfRange, "a message op id is \(Self.byteCount) bytes, got \(bytes.count)")
         }
-        self.init(unchecked: bytes)
+        (high, low) = bytes.withUnsafeBytes(Self.words)
     }
 
     /// A fresh id from `generator`.
     public static func generate<Generator: RandomNumberGenerator>(using generator: inout Generator) -> MessageOpID {
-        MessageOpID(unchecked: generator.bytes(byteCount))
+        MessageOpID(words: generator.bytes(byteCount).withUnsafeBytes(Self.words))
     }
 
-    /// From exactly 16 bytes (the caller has checked the count).
-    private init(unchecked bytes: some Collection<UInt8>) {
-        (high, low) = BigEndianWords.withRawBytes(bytes) { raw in (BigEndianWords.word(raw, at: 0), BigEndianWords.word(raw, at: 8)) }
+    private init(words: (high: UInt64, low: UInt64)) { (high, low) = words }
+
+    /// The two big-endian words of 16 bytes.
+    private static func words(_ raw: UnsafeRawBufferPointer) -> (high: UInt64, low: UInt64) {
+        (UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self)), UInt64(bigEndian: raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
     }
 
     /// The 16 bytes.
