@@ -316,20 +316,53 @@ public final class Oracle {
     ///   - inFlight: the frames on the wire that can still land, by sequence number.
     ///   - account: the account, and `keys` every key of it: a snapshot a
     ///     sibling served (before a restore, say) carries what it held.
-    func forgetOperationsUnknown(to replicas: [Replica], inFlight: [(id: UInt64, bytes: [UInt8])], account: AccountID? = nil, keys: [AccountKey] = []) {
+    ///   - sparing: what was out of the world already before the restore or the
+    ///     revocation (``unknownOperations(to:inFlight:account:keys:)``, asked just
+    ///     before it): that event did not lose it, so it is not forgotten, and the
+    ///     checks find it missing (seed 295073: a recovery that dropped a delete
+    ///     no round had collected hid behind the restore that came later).
+    func forgetOperationsUnknown(
+        to replicas: [Replica], inFlight: [(id: UInt64, bytes: [UInt8])], account: AccountID? = nil, keys: [AccountKey] = [], sparing: Set<Int> = []
+    ) {
+        forEachUnknown(to: replicas, inFlight: inFlight, account: account, keys: keys) { index, carrying in
+            guard !sparing.contains(index) else { return }
+            if carrying.isEmpty {
+                erase(index)
+            } else {
+                carriersOf[index] = carrying
+                for id in carrying { carried[id, default: []].insert(index) }
+            }
+        }
+    }
+
+    /// What ``forgetOperationsUnknown(to:inFlight:account:keys:sparing:)`` would
+    /// forget if it ran now: no store holds it and no frame in flight carries it.
+    /// Asked just before a restore or a revocation, it is what the fleet lost
+    /// without one, which only a bug does.
+    func unknownOperations(to replicas: [Replica], inFlight: [(id: UInt64, bytes: [UInt8])], account: AccountID? = nil, keys: [AccountKey] = []) -> Set<Int> {
+        var unknown = Set<Int>()
+        forEachUnknown(to: replicas, inFlight: inFlight, account: account, keys: keys) { index, carrying in
+            // An appendOnly write a first write beat leaves nothing but a conflict: the
+            // fleet drops it by design, and ``isKnown`` knows only the winner.
+            if case .appendOnly = operations[index].kind { return }
+            if carrying.isEmpty { unknown.insert(index) }
+        }
+        return unknown
+    }
+
+    /// Calls `body` with every operation not forgotten, not anchored and not on a
+    /// frame already counted that no store in `replicas` knows, with the frames in
+    /// flight that carry it (none: it is out of the world).
+    private func forEachUnknown(
+        to replicas: [Replica], inFlight: [(id: UInt64, bytes: [UInt8])], account: AccountID?, keys: [AccountKey], _ body: (Int, Set<UInt64>) -> Void
+    ) {
         Self.suspendingFaults(replicas) {
             let stores = replicas.map(StoreEvidence.init)
             var frames: [(id: UInt64, evidence: FrameEvidence)]?
             for index in operations.indices where !operations[index].erased && carriersOf[index] == nil && !anchored.contains(index) {
                 guard !isKnown(operations[index], by: stores) else { continue }
                 if frames == nil { frames = inFlight.map { ($0.id, FrameEvidence($0.bytes, account: account, keys: keys)) }.filter { !$0.evidence.isEmpty } }
-                let carrying = Set((frames ?? []).filter { isKnown(operations[index], by: [$0.evidence]) }.map(\.id))
-                if carrying.isEmpty {
-                    erase(index)
-                } else {
-                    carriersOf[index] = carrying
-                    for id in carrying { carried[id, default: []].insert(index) }
-                }
+                body(index, Set((frames ?? []).filter { isKnown(operations[index], by: [$0.evidence]) }.map(\.id)))
             }
         }
     }

@@ -129,6 +129,7 @@ extension Simulation {
         guard !device.isRevoked else { return }
         let account = device.account
         guard let revoker = devices(of: account).first(where: { $0 !== device }) else { throw RosterError.lastMember(device.id) }
+        let lostAlready = operationsLostAlready()
         let (key, epoch) = try accounts.revoke(device.id, from: account, by: revoker.identity)
         device.isRevoked = true
         noteReachability()
@@ -138,7 +139,7 @@ extension Simulation {
         // Wrapped for every remaining member, the revoker too: a copy in the
         // directory is how its keychain, restored from an old backup, gets it back.
         try accounts.publish(key, epoch: epoch, for: devices(of: account).map(\.id), by: revoker.identity, account: account)
-        forgetOperationsLost()
+        forgetOperationsLost(sparing: lostAlready)
         try updateRosters()
         record(.revoked, device: device)
     }

@@ -40,6 +40,7 @@ extension Simulation {
     public func restore(_ name: String, from label: String, withKeys: Bool = false) throws {
         let device = try existing(name)
         guard let backup = backups[label] else { throw SimulationInputError(message: "no backup named \(label); take it with backup D as \(label)") }
+        let lostAlready = operationsLostAlready()
         dropInFlight(to: device)
         if withKeys {
             oracle.keysRolledBack(device.id, floor: try device.keys.loadStampFloor())
@@ -51,7 +52,7 @@ extension Simulation {
         }
         // A backup is a copy too: what it holds is back in the world.
         oracle.takeBack(knownTo: device.replica, forgottenAfter: backup.forgettingMark)
-        forgetOperationsLost()
+        forgetOperationsLost(sparing: lostAlready)
         count("restore")
         record(.restored, device: device)
     }
@@ -90,18 +91,33 @@ extension Simulation {
     /// After a restore or a revocation: the oracle forgets the writes no store on
     /// the roster holds, except those still on frames that can land (sent by a
     /// device on the roster to one on the roster).
-    func forgetOperationsLost() {
+    /// - Parameter sparing: what was out of the world before the event (``operationsLostAlready()``).
+    func forgetOperationsLost(sparing: Set<Int> = []) {
+        let (inFlight, keys) = worldOutsideTheStores()
+        oracle.forgetOperationsUnknown(to: devices.map(\.replica), inFlight: inFlight, account: account, keys: keys, sparing: sparing)
+    }
+
+    /// What no store on the roster holds and no frame that can land carries, asked
+    /// just before a restore or a revocation: the fleet lost it without one, so
+    /// that event must not make the oracle forget it (``Oracle/unknownOperations``).
+    func operationsLostAlready() -> Set<Int> {
+        let (inFlight, keys) = worldOutsideTheStores()
+        return oracle.unknownOperations(to: devices.map(\.replica), inFlight: inFlight, account: account, keys: keys)
+    }
+
+    /// The frames that can still land (sent by a device on the roster to one on the
+    /// roster), and every key the account ever had: a snapshot in flight is sealed with one of them.
+    private func worldOutsideTheStores() -> (inFlight: [(id: UInt64, bytes: [UInt8])], keys: [AccountKey]) {
         let roster = self.roster
         let inFlight: [(id: UInt64, bytes: [UInt8])] = queue.entries.compactMap { entry in
             guard case let .deliver(from, to, _, plain) = entry.payload, roster.contains(from), roster.contains(to) else { return nil }
             return (entry.sequence, plain)
         }
-        // Every key the account ever had: a snapshot in flight is sealed with one of them.
         var keys: [AccountKey] = [accountKey]
         for device in everyDevice where device.contact == nil {
             for key in accountKeys(of: device) where !keys.contains(key) { keys.append(key) }
         }
-        oracle.forgetOperationsUnknown(to: devices.map(\.replica), inFlight: inFlight, account: account, keys: keys)
+        return (inFlight, keys)
     }
 
     /// Drops the device's replica and node, optionally changes its file, then

@@ -23,6 +23,7 @@ extension Simulation {
             let (judge, other) = device.contact == nil ? (oracle, contactOracle) : (contactOracle, oracle)
             let place: String? = if case let .post(namespace, message, _) = operation { "\(namespace)|\(message)" } else { nil }
             let lifeBefore = place.flatMap { judge.reusedFrom[$0] }
+            let lostAlready = device.isRevoked ? operationsLostAlready() : []
             lastRefusal = try judge.perform(
                 operation, on: device.replica, deviceName: name, time: now, freed: { self.nameFreed(by: operation, on: device) },
                 markersHeld: { self.markersHeld(for: operation, writer: device) })
@@ -31,7 +32,7 @@ extension Simulation {
             if let place, judge.reusedFrom[place] != lifeBefore { other.reusedFrom[place] = other.operations.count }
             if lastRefusal?.code == .messageMissing { return true }
             // The fleet refuses a revoked device's writes: they are no one's to keep.
-            if device.isRevoked { forgetOperationsLost() }
+            if device.isRevoked { forgetOperationsLost(sparing: lostAlready) }
             statistics.operations += 1
             if operation.isDelete { statistics.deletes += 1 }
             // The driver hears of the write from the replica's change feed.

@@ -700,6 +700,32 @@ import TestSupport
         #expect(oracle.lostWrites == 0, "\(oracle.findings)")
     }
 
+    /// A restore forgets only what it took out of the world. A delete the fleet
+    /// lost before it, with no restore (a recovery that dropped a tombstone no
+    /// round had collected, seed 295073), is no restore's doing: it is not
+    /// forgotten, and the value it deleted, back on the device, is a resurrection.
+    /// The broken double (nothing spared) forgets the delete and sees nothing wrong.
+    @Test(arguments: [false, true])
+    func aDeleteLostBeforeARestoreIsNotForgottenWithIt(spared: Bool) throws {
+        let directory = try TemporaryDirectory()
+        let account = Fixtures.account()
+        let a = try Replica.create(at: directory.file("a.stele"), account: account, device: Fixtures.device(1))
+        try a.declare("flags", .lww)
+        let oracle = Oracle()
+        try oracle.perform(.put(namespace: "flags", key: "k", value: "v"), on: a, deviceName: "a", time: 0)
+        try a.backup(to: directory.file("before-the-delete.stele"))
+        try oracle.perform(.delete(namespace: "flags", key: "k"), on: a, deviceName: "a", time: 1)
+        // The fleet drops the delete without a restore: the store now holds k live again.
+        let dropped = try Replica.open(at: directory.file("before-the-delete.stele"))
+        let lostAlready = oracle.unknownOperations(to: [dropped], inFlight: [])
+        #expect(lostAlready.count == 1)
+        // Then a restore elsewhere, and the oracle forgets what no store holds.
+        oracle.forgetOperationsUnknown(to: [dropped], inFlight: [], sparing: spared ? lostAlready : [])
+        oracle.check([("a", dropped)], namespaces: [("flags", .lww)])
+        #expect(oracle.resurrections == (spared ? 1 : 0), "\(oracle.findings)")
+        #expect(oracle.lostWrites == 0, "\(oracle.findings)")
+    }
+
     /// A write whose only store was restored away is forgotten, unless a frame
     /// sent before the restore still carries it to a sibling: then it is back in
     /// the world and must show everywhere. (Found by the sweep: seed 5134.)
