@@ -200,8 +200,9 @@ public struct SiblingChannel: Sendable {
 
     private func pairKeys(secretWith peer: DeviceID, from sender: DeviceID, to recipient: DeviceID) throws -> PairKeys {
         // The frame key, then the tag key derived from it: 64 bytes, derived once per identity.
-        let keys = try identity.derived(with: peer, salt: pairSalt, info: pairLabel + sender.bytes + recipient.bytes) { secret in
-            let frame = try KeyAgreement.hkdf(key: secret, salt: pairSalt, info: pairLabel + sender.bytes + recipient.bytes, count: 32)
+        let info = pairLabel + sender.bytes + recipient.bytes
+        let keys = try identity.derived(with: peer, salt: pairSalt, info: info) { secret in
+            let frame = try KeyAgreement.hkdf(key: secret, salt: pairSalt, info: info, count: 32)
             return frame + (try KeyAgreement.hkdf(key: frame, salt: Self.zeroSalt, info: Self.tagLabel, count: 32))
         }
         return PairKeys(frame: Array(keys[..<32]), tag: try HMACKey(Array(keys[32...])))
