@@ -3,7 +3,8 @@ import Stele
 import SteleSQL
 
 /// Anchor objects (HUB-API "Anchor"; 001 §7–8): one per account, its cleartext
-/// header checked, its generation never lowered, an equal one overwriting.
+/// header checked, its generation never lowered, an equal one overwriting unless
+/// the writer asks for one round per generation (`Stele-Anchor-Rule`, added).
 extension HubService {
     func readAnchor(_ account: AccountID, _ request: HubRequest) throws -> HubResponse {
         try transaction(account) { sql in
@@ -32,11 +33,28 @@ extension HubService {
         // Stored as the same 64 bits; generations past Int64.max do not occur (one per round).
         let generation = Int64(bitPattern: header.generation)
         guard generation >= 0 else { throw HubRefusal.badRequest("the anchor's generation \(header.generation) is out of range") }
+        let exclusive: Bool
+        switch request.headers[AnchorRule.header.lowercased()] {
+        case nil: exclusive = false
+        case AnchorRule.oneRoundPerGeneration: exclusive = true
+        case let other?:
+            throw HubRefusal.badRequest("\(AnchorRule.header): '\(other)' is not a rule this hub knows; send \(AnchorRule.oneRoundPerGeneration) or leave the header out")
+        }
         return try transaction(account) { sql in
             _ = try authenticate(request, account, sql)
             try sql.lockAccount(account.hex)
-            if let stored = try sql.query("SELECT generation FROM anchors WHERE account = $1", [.text(account.hex)]).first?[column: 0].int64, generation < stored {
-                throw HubRefusal(409, "stale_generation", "the hub holds generation \(stored); an anchor of generation \(generation) would lower it (001 §8)")
+            if let row = try sql.query("SELECT generation, body FROM anchors WHERE account = $1", [.text(account.hex)]).first, let stored = row[column: 0].int64 {
+                if generation < stored {
+                    throw HubRefusal(409, "stale_generation", "the hub holds generation \(stored); an anchor of generation \(generation) would lower it (001 §8)")
+                }
+                // One round per generation: a slow write of an abandoned round must not land
+                // over the anchor a later round committed at its generation (seed 370010).
+                // What the hub holds was checked when it was taken; bytes that no longer parse are no round's.
+                if exclusive, generation == stored, let body = row[column: 1].bytes, let held = try? AnchorFile.header(body), !header.mayReplace(held) {
+                    throw HubRefusal(
+                        409, "generation_taken",
+                        "the hub holds round \(held.round)'s anchor of generation \(stored); round \(header.round) may not replace it (one round per generation): read the anchor and catch up with it")
+                }
             }
             try sql.execute(
                 """

@@ -42,11 +42,16 @@ extension Simulation {
             timer.fire()
         case let .anchorWrite(owner, sealed, takenAt, mark, completion):
             guard let target = device(id: owner) else { return }
-            let landed = !anchorSubstrate.isDown && target.isOnline && !anchorSubstrate.failNextWrite
+            let reached = !anchorSubstrate.isDown && target.isOnline && !anchorSubstrate.failNextWrite
             anchorSubstrate.failNextWrite = false
             let header = try? AnchorFile.header(sealed)
-            if landed { anchors.replace(sealed, of: target.account) }
-            hasher.add(landed ? "anchor-landed" : "anchor-failed", now, owner, owner, Int(header?.generation ?? 0))
+            // The substrate takes it as it lands, unless another round's anchor holds its generation (seed 370010).
+            var refusal: AnchorError?
+            if reached {
+                do { try anchors.land(sealed, of: target.account) } catch { refusal = (error as? AnchorError) ?? AnchorError(.damaged, "\(error)") }
+            }
+            let landed = reached && refusal == nil
+            hasher.add(landed ? "anchor-landed" : refusal != nil ? "anchor-refused" : "anchor-failed", now, owner, owner, Int(header?.generation ?? 0))
             if landed {
                 record(.anchorWritten(header?.generation ?? 0), device: target)
                 // Another account's anchor is no evidence for this account's writes (seed 13).
@@ -54,7 +59,7 @@ extension Simulation {
                     (target.account == account ? oracle : contactOracle).anchorLanded(snapshot, generation: anchor.header.generation, takenAt: takenAt, forgettingMark: mark)
                 }
             }
-            completion(landed ? .success(()) : .failure(AnchorError(.unavailable, "the anchor substrate is unreachable")))
+            completion(landed ? .success(()) : .failure(refusal ?? AnchorError(.unavailable, "the anchor substrate is unreachable")))
         case let .anchorRead(owner, completion):
             guard let target = device(id: owner) else { return }
             hasher.add("anchor-read", now, owner, owner, 0)

@@ -59,8 +59,8 @@ final class HubHarness {
 
     /// A request answered at once (a test of a long poll uses ``service`` directly).
     @discardableResult
-    func call(_ method: String, _ target: String, json: [String: Any]? = nil, body: [UInt8] = [], token: String? = nil) -> HubResponse {
-        var headers: [String: String] = [:]
+    func call(_ method: String, _ target: String, json: [String: Any]? = nil, body: [UInt8] = [], token: String? = nil, headers more: [String: String] = [:]) -> HubResponse {
+        var headers = Dictionary(uniqueKeysWithValues: more.map { ($0.key.lowercased(), $0.value) })
         if let token { headers["authorization"] = "Bearer \(token)" }
         let bytes = json.map { Array(HubJSON.encode($0).utf8) } ?? body
         switch service.handle(HubRequest(method: method, target: target, headers: headers, body: bytes)) {

@@ -434,6 +434,50 @@ import TestSupport
         #expect(try AnchorFile.decode(hub.call("GET", path, token: token).body, key: key).snapshot == [9, 9])
     }
 
+    /// Added: with `Stele-Anchor-Rule: one-round-per-generation` the hub takes no
+    /// other round's anchor of the generation it holds (seed 370010: a slow write of
+    /// an abandoned round landed over the anchor a later round had committed).
+    @Test(arguments: Backend.allCases) func askedForOneRoundPerGenerationTheHubRefusesAnotherRoundsAnchorOfItsGeneration(_ backend: Backend) throws {
+        let hub = try HubHarness(backend)
+        let founder = Fixtures.identity(1)
+        let account = try hub.found(founder)
+        let token = try hub.session(founder, account)
+        let path = "/v1/accounts/\(account.hex)/anchor"
+        let key = AccountKey.generate()
+        let rule = [AnchorRule.header: AnchorRule.oneRoundPerGeneration]
+        func anchor(_ generation: UInt64, round seed: UInt64, snapshot: [UInt8] = [1]) throws -> [UInt8] {
+            var generator = SeededGenerator(seed: seed)
+            let header = AnchorHeader(account: account, generation: generation, round: RoundNonce.generate(using: &generator), digest: try Hash32(bytes: [UInt8](repeating: 7, count: 32)))
+            return AnchorFile.encode(Anchor(header: header, snapshot: snapshot), key: key)
+        }
+        let committed = try anchor(5, round: 1)
+        #expect(hub.call("PUT", path, body: committed, token: token, headers: rule).status == 200)
+        let before = try hub.snapshot()
+        // Another round's anchor of generation 5: refused, and the stored one stays.
+        let late = hub.call("PUT", path, body: try anchor(5, round: 2), token: token, headers: rule)
+        #expect(late.status == 409)
+        #expect(late.errorCode == "generation_taken")
+        #expect(try hub.snapshot() == before)
+        #expect(hub.call("GET", path, token: token).body == committed)
+        // A lower generation stays stale_generation, rule or not.
+        #expect(hub.call("PUT", path, body: try anchor(4, round: 3), token: token, headers: rule).errorCode == "stale_generation")
+        // The same round again (a retried write) and a higher generation land.
+        let retried = try anchor(5, round: 1, snapshot: [2])
+        #expect(hub.call("PUT", path, body: retried, token: token, headers: rule).status == 200)
+        #expect(hub.call("GET", path, token: token).body == retried)
+        let next = try anchor(6, round: 4)
+        #expect(hub.call("PUT", path, body: next, token: token, headers: rule).status == 200)
+        // Without the header an equal generation overwrites, as HUB-API "Anchor" has it.
+        let overwriting = try anchor(6, round: 5)
+        #expect(hub.call("PUT", path, body: overwriting, token: token).status == 200)
+        #expect(hub.call("GET", path, token: token).body == overwriting)
+        // A rule the hub does not know is a bad request that changes nothing.
+        let unknown = hub.call("PUT", path, body: try anchor(7, round: 6), token: token, headers: [AnchorRule.header: "last-writer-wins"])
+        #expect(unknown.status == 400)
+        #expect(unknown.errorCode == "bad_request")
+        #expect(hub.call("GET", path, token: token).body == overwriting)
+    }
+
     // MARK: status
 
     @Test(arguments: Backend.allCases) func statusShowsEachDevicesMailbox(_ backend: Backend) throws {

@@ -130,6 +130,50 @@ import TestSupport
         #expect(try store.header(of: Fixtures.account(7)) == nil)
     }
 
+    /// A generation is written by one round only (seed 370010): a higher one or the
+    /// same round again replaces, another round's of the same generation and a
+    /// lower one do not.
+    @Test func aGenerationIsWrittenByOneRoundOnly() throws {
+        let stored = try Self.anchor(generation: 5).header
+        var generator = SeededGenerator(seed: 99)
+        let otherRound = AnchorHeader(account: stored.account, generation: 5, round: RoundNonce.generate(using: &generator), digest: stored.digest)
+        #expect(stored.mayReplace(nil))
+        #expect(stored.mayReplace(stored))
+        #expect(try Self.anchor(generation: 6).header.mayReplace(stored))
+        #expect(!otherRound.mayReplace(stored))
+        #expect(!(try Self.anchor(generation: 4).header.mayReplace(stored)))
+        #expect(throws: Never.self) { try AnchorFile.checkReplaces(stored, with: stored) }
+        #expect { try AnchorFile.checkReplaces(stored, with: otherRound) } throws: { ($0 as? AnchorError)?.code == .superseded }
+    }
+
+    /// Every store keeps the rule as a write lands: the directory store, the memory
+    /// store and the memory store as a substrate; what it refuses leaves the stored anchor as it was.
+    @Test func theStoresRefuseAnotherRoundsAnchorOfTheirGeneration() throws {
+        let directory = try TemporaryDirectory("anchor")
+        let committed = try Self.anchor(generation: 5, snapshot: "after round B")
+        var generator = SeededGenerator(seed: 99)
+        let late = Anchor(
+            header: AnchorHeader(account: Self.account, generation: 5, round: RoundNonce.generate(using: &generator), digest: committed.header.digest),
+            snapshot: Array("round A's, from before the delete".utf8))
+        let stores: [any AnchorStore] = [DirectoryAnchorStore(directory: directory.file("drive")), MemoryAnchorStore()]
+        for store in stores {
+            try store.write(committed, key: Self.key)
+            #expect { try store.write(late, key: Self.key) } throws: { ($0 as? AnchorError)?.code == .superseded }
+            #expect { try store.write(try Self.anchor(generation: 4), key: Self.key) } throws: { ($0 as? AnchorError)?.code == .superseded }
+            #expect(try store.read(Self.account, key: Self.key) == committed)
+            let next = try Self.anchor(generation: 6)
+            try store.write(next, key: Self.key)
+            #expect(try store.read(Self.account, key: Self.key) == next)
+        }
+        let substrate = MemoryAnchorStore()
+        try substrate.write(committed, key: Self.key)
+        var outcome: Result<Void, AnchorError>?
+        substrate.writeAnchor(AnchorFile.encode(late, key: Self.key), of: Self.account) { outcome = $0 }
+        guard case .failure(let error) = outcome else { Issue.record("the late write landed: \(String(describing: outcome))"); return }
+        #expect(error.code == .superseded)
+        #expect(try substrate.read(Self.account, key: Self.key) == committed)
+    }
+
     @Test func theDirectoryStoreNamesWhatIsWrong() throws {
         let directory = try TemporaryDirectory("anchor")
         let store = DirectoryAnchorStore(directory: directory.path)

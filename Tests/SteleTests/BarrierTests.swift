@@ -206,6 +206,34 @@ import TestSupport
         }
     }
 
+    /// One round per generation (seed 370010): a round whose anchor would land
+    /// over another round's of its generation is refused by the substrate. Nothing
+    /// is written over it and nothing collected for the refused round; the leader
+    /// reads the anchor and catches up with it, and its sibling, hearing it ahead,
+    /// does the same.
+    @Test func aRoundThatFindsItsGenerationTakenWritesNothingOverItAndCatchesUp() throws {
+        let harness = try Harness(devices: 2)
+        harness.world.anchorLatencyMilliseconds = 1_000
+        try harness.seedTombstones()
+        harness.start()
+        while harness.anchorWrites == 0 { harness.run(for: 100) }
+        #expect(harness.count(.roundOpened, at: 0) == 1)
+        // While the leader's write is on its way, another round's anchor of generation 1 lands first.
+        var generator = SeededGenerator(seed: 77)
+        let other = RoundNonce.generate(using: &generator)
+        let snapshot = try Snapshot.take(of: harness.fleet[1], generation: 1, knowledge: try harness.fleet[1].knowledge())
+        let header = AnchorHeader(account: harness.fleet.account, generation: 1, round: other, digest: try harness.fleet[1].contentDigest())
+        try harness.anchors.write(Anchor(header: header, snapshot: snapshot.encoded), key: harness.key)
+        harness.run(for: 60_000)
+        #expect(harness.events.contains { $0.device == 0 && $0.event.kind == .roundFailed && $0.event.message.contains("refused") })
+        #expect(harness.count(.roundCommitted) == 0)
+        #expect(try harness.anchors.header(of: harness.fleet.account)?.round == other)
+        for device in 0..<2 {
+            #expect(harness.fleet[device].generation == 1)
+            #expect(harness.count(.recovered, at: device) == 1)
+        }
+    }
+
     @Test func aStaleAckFromAnEarlierRoundDoesNotCountAndAFreshOneDoes() throws {
         let harness = try Harness(devices: 2)
         try harness.seedTombstones()

@@ -32,6 +32,25 @@ public struct AnchorHeader: Sendable, Equatable {
         self.round = round
         self.digest = digest
     }
+
+    /// Whether an anchor with this header may replace `stored`, what the substrate
+    /// holds (`nil`: nothing, or bytes that are not an anchor). A generation is
+    /// written by one round only: this one may replace an anchor of a lower
+    /// generation, or its own round's again (a retried write), never another
+    /// round's of the same generation or a higher one.
+    ///
+    /// Seed 001 §8 lets the next round overwrite the anchor of a round abandoned
+    /// after its write landed ("a floor nobody stands on"). But a slow write that
+    /// outlives its round may land after the next round's, at the same generation,
+    /// and put back a snapshot taken before that round's deletes: a device that
+    /// then recovers from it brings back what the fleet collected (seed 370010 of
+    /// `--devices 3 --steps 1000 --faults join,revoke,restore,crash,anchor,offline`).
+    /// So a round that finds its generation taken does not write over it: it reads
+    /// the anchor and catches up with it (DESIGN §6, "One round per generation").
+    public func mayReplace(_ stored: AnchorHeader?) -> Bool {
+        guard let stored else { return true }
+        return generation > stored.generation || (generation == stored.generation && round == stored.round)
+    }
 }
 
 /// The fresh random 16 bytes that name a barrier round (001 §4-5).
@@ -75,4 +94,13 @@ public enum AnchorDecision: Sendable, Equatable {
         guard let anchor else { return .noAnchor }
         return anchor > local ? .rolledBack(to: anchor) : .current
     }
+}
+
+/// The request header a client sends with `PUT /v1/accounts/{a}/anchor` so the
+/// hub refuses another round's anchor of the same generation (`409
+/// generation_taken`, ``AnchorHeader/mayReplace(_:)``). Without it, an equal
+/// generation overwrites, as HUB-API "Anchor" has it.
+public enum AnchorRule {
+    public static let header = "Stele-Anchor-Rule"
+    public static let oneRoundPerGeneration = "one-round-per-generation"
 }

@@ -13,6 +13,10 @@ public struct AnchorError: Error, Sendable, CustomStringConvertible {
         case accountMismatch
         /// The body does not open with this key: another key, or bytes changed.
         case notAuthentic
+        /// A write was refused: the substrate holds another round's anchor of the
+        /// same generation or a higher one (``AnchorHeader/mayReplace(_:)``). The
+        /// stored anchor is left as it was; read it and catch up with it.
+        case superseded
     }
 
     public let code: Code

@@ -37,6 +37,16 @@ public enum AnchorFile {
         return writer.bytes
     }
 
+    /// Whether an anchor with header `new` may land over `stored`, the header the
+    /// substrate holds (`nil`: nothing, or bytes that are not an anchor).
+    /// - Throws: ``AnchorError`` `superseded` unless ``AnchorHeader/mayReplace(_:)``.
+    public static func checkReplaces(_ stored: AnchorHeader?, with new: AnchorHeader) throws {
+        guard let stored, !new.mayReplace(stored) else { return }
+        throw AnchorError(
+            .superseded,
+            "the substrate holds the anchor of generation \(stored.generation) (round \(stored.round)); one of generation \(new.generation) (round \(new.round)) may not replace it, as a generation is written by one round only; the stored anchor is unchanged")
+    }
+
     /// Reads the cleartext header only.
     /// - Throws: ``AnchorError`` `damaged` or `newerFormat`.
     public static func header(_ bytes: [UInt8]) throws -> AnchorHeader {

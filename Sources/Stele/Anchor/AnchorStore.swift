@@ -14,7 +14,9 @@ public protocol AnchorStore: AnyObject {
     func read(_ account: AccountID, key: AccountKey) throws -> Anchor?
 
     /// Replaces the anchor as one step: a reader sees the old one or the new one, never a mix.
-    /// - Throws: ``AnchorError`` `unavailable`; the old anchor is then left as it was.
+    /// A generation is written by one round only (``AnchorHeader/mayReplace(_:)``).
+    /// - Throws: ``AnchorError`` `unavailable`, or `superseded` when another round's
+    ///   anchor holds this generation or a higher one; the old anchor is then left as it was.
     func write(_ anchor: Anchor, key: AccountKey) throws
 }
 
@@ -41,7 +43,13 @@ public final class DirectoryAnchorStore: AnchorStore {
         return try AnchorFile.decode(bytes, key: key)
     }
 
+    /// Checks the stored header, then renames over it: one step for a reader, though
+    /// two writers in two processes may race between the check and the rename (a
+    /// cloud-synced folder offers nothing stronger; the hub's anchor object does).
     public func write(_ anchor: Anchor, key: AccountKey) throws {
+        // An anchor that does not parse is no round's: a write repairs it.
+        let stored = try contents(anchor.header.account).flatMap { try? AnchorFile.header($0) }
+        try AnchorFile.checkReplaces(stored, with: anchor.header)
         let bytes = AnchorFile.encode(anchor, key: key)
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -103,15 +111,31 @@ public final class MemoryAnchorStore: AnchorStore {
     }
 
     public func write(_ anchor: Anchor, key: AccountKey) throws {
+        try AnchorFile.checkReplaces(files[anchor.header.account].flatMap { try? AnchorFile.header($0) }, with: anchor.header)
         files[anchor.header.account] = AnchorFile.encode(anchor, key: key)
+    }
+
+    /// Replaces the sealed bytes held for `account` unless another round's anchor
+    /// holds their generation or a higher one (``AnchorHeader/mayReplace(_:)``), as
+    /// every substrate does at the moment a write lands.
+    /// - Throws: ``AnchorError`` `damaged` (the bytes are not an anchor), `superseded`.
+    public func land(_ sealed: [UInt8], of account: AccountID) throws {
+        try AnchorFile.checkReplaces(files[account].flatMap { try? AnchorFile.header($0) }, with: AnchorFile.header(sealed))
+        files[account] = sealed
     }
 }
 
 extension MemoryAnchorStore: AnchorSubstrate {
-    /// Lands at once, before returning.
+    /// Lands (or is refused) at once, before returning.
     public func writeAnchor(_ sealed: [UInt8], of account: AccountID, completion: @escaping (Result<Void, AnchorError>) -> Void) {
-        replace(sealed, of: account)
-        completion(.success(()))
+        do {
+            try land(sealed, of: account)
+            completion(.success(()))
+        } catch let error as AnchorError {
+            completion(.failure(error))
+        } catch {
+            completion(.failure(AnchorError(.damaged, "\(error)")))
+        }
     }
 
     /// Answers at once, before returning.

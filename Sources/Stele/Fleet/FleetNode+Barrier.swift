@@ -76,6 +76,11 @@ extension FleetNode {
         guard leader == replica.device else {
             return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "a round request, but this device does not lead"))]
         }
+        if let heard = siblings.heard[peer], heard.generation < replica.generation {
+            // Asked before this device moved to its generation (a caught-up floor, seed
+            // 370010's rule): the sibling is catching up, and asks again once in sync.
+            return [.log(FleetEvent(kind: .barrierIgnored, peer: peer, namespace: nil, message: "a round request from a device last heard below this device's generation"))]
+        }
         leading.onRequest()
         // The sibling waited out its own debounce: open at once if the fleet is in sync.
         guard mayOpenRound() else { return considerRound() }
@@ -139,9 +144,10 @@ extension FleetNode {
             }
             // A leader whose last check could not read the anchor may be below it with
             // the whole fleet (every device restored from before its rounds while it
-            // was out of reach, seed 7052): this round's anchor would replace the only
-            // copy of what the restores took away (an equal generation overwrites,
-            // 001 §8). The round fails as a failed write would, and the anchor is read again.
+            // was out of reach, seed 7052): the substrate would refuse this round's
+            // anchor (``AnchorHeader/mayReplace(_:)``), and a substrate that does not
+            // check would let it replace the only copy of what the restores took away.
+            // The round fails as a failed write would, and the anchor is read again.
             guard !recovery.anchorUnsettled else {
                 return failRound("the anchor could not be read since this device last checked it, and may be ahead of the fleet", missing: [])
                     + checkAnchor()
@@ -164,9 +170,19 @@ extension FleetNode {
         let agreed: Hash32
         switch leading.onAnchorWritten(round: nonce, succeeded: succeeded) {
         case .abandoned:
+            guard succeeded else {
+                return [.log(FleetEvent(kind: .barrierIgnored, peer: nil, namespace: nil, message: "the anchor write of round \(nonce), abandoned, failed"))]
+            }
             // A round abandoned while its write was slow: the anchor it left is a floor
-            // nobody stands on, and the next round overwrites it (001 §8).
-            return [.log(FleetEvent(kind: .barrierIgnored, peer: nil, namespace: nil, message: "the anchor of round \(nonce) landed after the round was abandoned"))]
+            // nobody stands on (001 §8), and no round may write over its generation
+            // (``AnchorHeader/mayReplace(_:)``). Every member acked it with the same
+            // digest, which is all a commit needs: this device reads the anchor and
+            // adopts the round it acked, if that ack is still its last (else it
+            // recovers from the snapshot); its siblings, hearing it ahead, do the
+            // same. No round opens until the read settles: it could only be refused.
+            recovery.onAnchorMoved()
+            return [.log(FleetEvent(kind: .barrierIgnored, peer: nil, namespace: nil, message: "the anchor of round \(nonce) landed after the round was abandoned; it is read again"))]
+                + checkAnchor()
         case .failed:
             return failRound("the anchor write failed; every tombstone is kept", missing: [])
         case .landed(let landed, let digest):
@@ -179,6 +195,26 @@ extension FleetNode {
         // The leader's own commit re-checks its digest: a delete made during the
         // upload has been through no barrier and keeps its tombstone (001 §8).
         return outputs + applyCommit(commit, from: nil)
+    }
+
+    /// The substrate refused the anchor write: another round's anchor holds its
+    /// generation or a higher one (``AnchorHeader/mayReplace(_:)``). Seed 001 §8
+    /// overwrites a dangling anchor at the same generation; but a slow write of an
+    /// abandoned round could then land over the anchor a later round committed, and
+    /// a device recovering from it brought back what that round collected (seed
+    /// 370010). So nothing is written over another round's generation: the round
+    /// fails with every tombstone kept, the anchor is read again, and this device
+    /// catches up with it (it adopts the generation of a round it acked, or
+    /// recovers from the snapshot). No round opens until that read settles.
+    mutating func onAnchorSuperseded(round nonce: RoundNonce, reason: String) -> [FleetOutput] {
+        switch leading.onAnchorWritten(round: nonce, succeeded: false) {
+        case .abandoned:
+            // The late write of an abandoned round, refused: the anchor is as it was.
+            return [.log(FleetEvent(kind: .barrierIgnored, peer: nil, namespace: nil, message: "the anchor of round \(nonce), abandoned, was refused when it landed: \(reason)"))]
+        case .failed, .landed:
+            recovery.onAnchorMoved()
+            return failRound("the anchor write was refused: \(reason); every tombstone is kept and the anchor is read again", missing: []) + checkAnchor()
+        }
     }
 
     /// The round timer fired: the round, if still open, fails.

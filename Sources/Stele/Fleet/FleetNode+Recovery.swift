@@ -213,6 +213,7 @@ extension FleetNode {
         // The generation moved past any round this device held for.
         let released: [FleetOutput] = acking.onCaughtUp().map { [.cancel(.barrierHold(epoch: $0.epoch))] } ?? []
         recovery.onCaughtUp(to: replica.generation, fromAnchor: fromAnchor)
+        leading.onCaughtUp()
         // The generation moved: siblings hear it at once, and content reconcile resumes.
         return released + [.log(FleetEvent(kind: .recovered, peer: nil, namespace: nil, message: how))] + noteChange()
     }

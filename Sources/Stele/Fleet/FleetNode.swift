@@ -257,6 +257,8 @@ public struct FleetNode {
             return onBackoffTimer()
         case let .anchorWritten(round, succeeded):
             return onAnchorWritten(round: round, succeeded: succeeded)
+        case let .anchorSuperseded(round, reason):
+            return onAnchorSuperseded(round: round, reason: reason)
         case .anchorRead(let reading):
             return onAnchorRead(reading)
         case .timer(.snapshotWait):

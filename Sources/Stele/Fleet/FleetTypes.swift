@@ -83,6 +83,10 @@ public enum FleetInput: Sendable, Equatable {
     case localChange
     /// The anchor write asked for by ``FleetOutput/writeAnchor(_:)`` ended: landed or failed.
     case anchorWritten(round: RoundNonce, succeeded: Bool)
+    /// The substrate refused that write: another round's anchor holds its
+    /// generation or a higher one (``AnchorHeader/mayReplace(_:)``, seed 370010).
+    /// Nothing was written; the node reads the anchor and catches up with it.
+    case anchorSuperseded(round: RoundNonce, reason: String)
     /// What ``FleetOutput/readAnchor`` found.
     case anchorRead(AnchorReading)
     /// The account's roster, as read from its ``Directory`` and verified:
@@ -126,8 +130,9 @@ public enum FleetOutput: Sendable, Equatable {
     /// Something worth telling whoever watches: a rejected frame, a finished session.
     case log(FleetEvent)
     /// Seal this anchor with the account key and write it to the anchor substrate,
-    /// then report with ``FleetInput/anchorWritten(round:succeeded:)`` (001 §8:
-    /// nothing is collected until it has landed).
+    /// then report with ``FleetInput/anchorWritten(round:succeeded:)``, or
+    /// ``FleetInput/anchorSuperseded(round:reason:)`` when the substrate refused it
+    /// (001 §8: nothing is collected until it has landed).
     case writeAnchor(Anchor)
     /// Read the anchor (001 §7) and report with ``FleetInput/anchorRead(_:)``.
     case readAnchor

@@ -59,15 +59,16 @@ public final class HubClient: Sendable {
     ///   - heldSeconds: how long the hub may hold the request before it answers (a
     ///     long poll's wait): the token it carries must outlive that, or the hub
     ///     would refuse it half way, so a token closer to its end is renewed first.
+    ///   - headers: more request headers (the anchor's `Stele-Anchor-Rule`).
     public func request(
-        _ method: String, _ path: String, json: [String: Any]? = nil, body: [UInt8] = [], authenticated: Bool = true, timeoutSeconds: Double? = nil,
-        heldSeconds: Double = 0, completion: @escaping @Sendable (Result<Answer, HubClientError>) -> Void
+        _ method: String, _ path: String, json: [String: Any]? = nil, body: [UInt8] = [], headers: [String: String] = [:], authenticated: Bool = true,
+        timeoutSeconds: Double? = nil, heldSeconds: Double = 0, completion: @escaping @Sendable (Result<Answer, HubClientError>) -> Void
     ) {
         do {
             let encoded = try Self.encode(json, body)
             exchange(
-                method, path, encoded.bytes, isJSON: encoded.isJSON, authenticated: authenticated, timeoutSeconds: timeoutSeconds, heldSeconds: heldSeconds,
-                completion: completion)
+                method, path, encoded.bytes, isJSON: encoded.isJSON, headers: headers, authenticated: authenticated, timeoutSeconds: timeoutSeconds,
+                heldSeconds: heldSeconds, completion: completion)
         } catch {
             completion(.failure(HubClientError(.refused, "the request body for \(method) \(path) is not JSON: \(error)")))
         }
@@ -128,13 +129,14 @@ public final class HubClient: Sendable {
 
     /// Every request goes through here: the token, the one retry after a `401`.
     private func exchange(
-        _ method: String, _ path: String, _ bytes: [UInt8], isJSON: Bool, authenticated: Bool, timeoutSeconds: Double?, heldSeconds: Double,
-        completion: @escaping @Sendable (Result<Answer, HubClientError>) -> Void
+        _ method: String, _ path: String, _ bytes: [UInt8], isJSON: Bool, headers: [String: String] = [:], authenticated: Bool, timeoutSeconds: Double?,
+        heldSeconds: Double, completion: @escaping @Sendable (Result<Answer, HubClientError>) -> Void
     ) {
         guard let url = URL(string: path, relativeTo: hub) else {
             return completion(.failure(HubClientError(.unreachable, "cannot form a URL from \(hub) and \(path)")))
         }
         var request = HubHTTPRequest(method: method, url: url, body: bytes, timeoutSeconds: timeoutSeconds ?? self.timeoutSeconds)
+        for (name, value) in headers { request.headers[name] = value }
         if !bytes.isEmpty || method == "POST" || method == "PUT" { request.headers["Content-Type"] = isJSON ? "application/json" : "application/octet-stream" }
         // The device's wall clock, so the hub can tell its operator (and the status endpoint) whose clock is off.
         request.headers["Stele-Client-Time"] = String(Int64(Date().timeIntervalSince1970 * 1000))

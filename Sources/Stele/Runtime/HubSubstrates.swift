@@ -3,7 +3,10 @@ import Foundation
 
 /// ``AnchorSubstrate`` over the hub's anchor object (HUB-API "Anchor"): the
 /// hub checks the header, refuses a lower generation (`409 stale_generation`)
-/// and replaces the anchor in one write. Completions run on the runtime's queue.
+/// and, asked with `Stele-Anchor-Rule: one-round-per-generation`, another
+/// round's anchor of the same generation (`409 generation_taken`,
+/// ``AnchorHeader/mayReplace(_:)``), and replaces the anchor in one write.
+/// Completions run on the runtime's queue.
 final class HubAnchorSubstrate: AnchorSubstrate {
     private let client: HubClient
     private let queue: DispatchQueue
@@ -17,11 +20,13 @@ final class HubAnchorSubstrate: AnchorSubstrate {
 
     func writeAnchor(_ sealed: [UInt8], of account: AccountID, completion: @escaping (Result<Void, AnchorError>) -> Void) {
         let done = QueueConfined((completion, self), on: queue)
-        client.request("PUT", "\(client.accountPath)/anchor", body: sealed) { result in
+        client.request("PUT", "\(client.accountPath)/anchor", body: sealed, headers: [AnchorRule.header: AnchorRule.oneRoundPerGeneration]) { result in
             done.async { completion, substrate in
                 switch result {
                 case .success(let answer) where answer.status == 200:
                     completion(.success(()))
+                case .success(let answer) where answer.status == 409 && ["stale_generation", "generation_taken"].contains(answer.refusal?.code ?? ""):
+                    completion(.failure(AnchorError(.superseded, "the hub holds a later anchor (\(answer.refusal?.code ?? "")): \(answer.refusal?.message ?? ""); the stored anchor is unchanged")))
                 case .success(let answer):
                     if answer.status == 403 { substrate.onForbidden() }
                     completion(.failure(AnchorError(.unavailable, "the hub did not take the anchor (\(answer.status) \(answer.refusal?.code ?? "")): \(answer.refusal?.message ?? ""); the previous anchor is unchanged")))

@@ -84,6 +84,13 @@ struct BarrierLeader {
         requested = false
     }
 
+    /// The device caught up with a generation (adopted or recovered from the
+    /// anchor): a request was made below it. A sibling that still holds tombstones
+    /// asks again once it is in sync.
+    mutating func onCaughtUp() {
+        requested = false
+    }
+
     /// idle → collecting. The leader's own ack is the first in `acks`.
     mutating func onOpen(proposal: BarrierProposal, members: Set<DeviceID>, acks: [DeviceID: Hash32], knowledge: Knowledge, epoch: UInt64) {
         guard case .idle(let earlyRetry) = state else { preconditionFailure("a round opened while the leader was \(state)") }

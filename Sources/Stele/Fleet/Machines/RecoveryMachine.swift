@@ -79,6 +79,14 @@ struct RecoveryMachine {
         anchorUnsettled = !settled
     }
 
+    /// The anchor moved under this device's round: its write was refused (another
+    /// round's anchor holds its generation or a higher one), or an abandoned round's
+    /// write landed late. Where the anchor stands is unsettled until a read
+    /// settles it (or the device catches up from it).
+    mutating func onAnchorMoved() {
+        anchorUnsettled = true
+    }
+
     /// The anchor shows this device rolled back.
     mutating func onRolledBack() {
         standing = .rolledBack

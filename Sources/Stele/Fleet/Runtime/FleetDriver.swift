@@ -249,7 +249,11 @@ public final class FleetDriver {
             return
         }
         environment.anchors.writeAnchor(AnchorFile.encode(anchor, key: key, using: &anchorRandom), of: replica.account) { [weak self] result in
-            self?.handle(.anchorWritten(round: round, succeeded: (try? result.get()) != nil))
+            switch result {
+            case .failure(let error) where error.code == .superseded: self?.handle(.anchorSuperseded(round: round, reason: error.message))
+            case .failure: self?.handle(.anchorWritten(round: round, succeeded: false))
+            case .success: self?.handle(.anchorWritten(round: round, succeeded: true))
+            }
         }
     }
 

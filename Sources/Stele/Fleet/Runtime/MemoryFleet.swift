@@ -204,8 +204,7 @@ public final class MemoryFleet {
             guard policy != .hang else { return }
             fleet.enqueue(after: fleet.anchorLatencyMilliseconds, owner: device) { [fleet] in
                 guard policy == .land else { return completion(.failure(AnchorError(.unavailable, "the anchor write was made to fail"))) }
-                fleet.anchors.replace(sealed, of: account)
-                completion(.success(()))
+                fleet.anchors.writeAnchor(sealed, of: account, completion: completion)
             }
         }
 
