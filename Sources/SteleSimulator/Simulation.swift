@@ -206,8 +206,29 @@ public final class Simulation {
         self.storage = storage
         accounts = try SimulatedAccounts(seed: seed)
         random = SplitMix64(seed: seed)
-        folder = storage.folder.appendingPathComponent("stele-sim-\(UUID().uuidString)").path
+        _ = Self.abandonedFoldersRemoved
+        folder = storage.folder.appendingPathComponent("stele-sim-\(getpid())-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: folder + "/backups", withIntermediateDirectories: true)
+    }
+
+    /// Once per process: the folders of runs whose process is gone (killed, or
+    /// ended by `exit` with a run alive) are removed, since `/dev/shm` is memory.
+    /// A folder is named after its process; one whose process no longer exists and
+    /// that nothing has changed for an hour is abandoned (the hour spares a process
+    /// of another PID namespace sharing the folder).
+    private static let abandonedFoldersRemoved: Void = {
+        for storage in [Storage.inMemoryFiles, .asShipped] { removeAbandonedFolders(in: storage.folder.path) }
+    }()
+
+    static func removeAbandonedFolders(in parent: String, olderThan age: TimeInterval = 3600) {
+        let files = FileManager.default
+        guard let names = try? files.contentsOfDirectory(atPath: parent) else { return }
+        for name in names where name.hasPrefix("stele-sim-") {
+            guard let pid = Int32(name.dropFirst("stele-sim-".count).prefix { $0 != "-" }), pid != getpid(), kill(pid, 0) == -1, errno == ESRCH else { continue }
+            let path = parent + "/" + name
+            guard let changed = (try? files.attributesOfItem(atPath: path))?[.modificationDate] as? Date, -changed.timeIntervalSinceNow > age else { continue }
+            try? files.removeItem(atPath: path)
+        }
     }
 
     deinit {

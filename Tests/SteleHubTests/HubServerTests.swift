@@ -394,6 +394,7 @@ iudYulh3mLX5VnhRjU/piYJUo8R3mypho3QCjPoMI9rt7kc6G4gMVCph
     private func curl(_ arguments: [String]) throws -> String {
         let certificate = FileManager.default.temporaryDirectory.appendingPathComponent("stele-hub-test-\(getpid()).pem")
         try Data(Self.certificatePEM.utf8).write(to: certificate)
+        defer { try? FileManager.default.removeItem(at: certificate) }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
         process.arguments = ["-sS", "--max-time", "20", "--cacert", certificate.path] + arguments

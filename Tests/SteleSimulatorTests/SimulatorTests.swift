@@ -1,3 +1,4 @@
+import Foundation
 import Synchronization
 import Testing
 import TestSupport
@@ -16,6 +17,31 @@ import TestSupport
     }
 
     /// A name used twice is an error the caller can read, not a trap; nothing changes.
+    /// `/dev/shm` is memory: a run whose process was killed leaves its folder there.
+    /// The next process removes the folders of processes that are gone, once nothing
+    /// has changed them for the hour; not its own, not a fresh one, not a name it did not make.
+    @Test func theFoldersOfRunsWhoseProcessIsGoneAreRemoved() throws {
+        let parent = try TemporaryDirectory("abandoned")
+        let finished = Process()
+        finished.executableURL = URL(fileURLWithPath: "/bin/true")
+        try finished.run()
+        finished.waitUntilExit()
+        let gone = finished.processIdentifier
+        let old = Date(timeIntervalSinceNow: -7200)
+        let names = [
+            "gone-old": "stele-sim-\(gone)-A", "gone-fresh": "stele-sim-\(gone)-B", "mine-old": "stele-sim-\(getpid())-C",
+            "unnamed-old": "stele-sim-01D9BA20-E6A4", "other-old": "not-stele-\(gone)",
+        ]
+        for (label, name) in names {
+            try FileManager.default.createDirectory(atPath: parent.file(name) + "/backups", withIntermediateDirectories: true)
+            if label.hasSuffix("old") { try FileManager.default.setAttributes([.modificationDate: old], ofItemAtPath: parent.file(name)) }
+        }
+        Simulation.removeAbandonedFolders(in: parent.path)
+        let left = Set(try FileManager.default.contentsOfDirectory(atPath: parent.path))
+        #expect(!left.contains(names["gone-old"]!))
+        #expect(left == Set(names.values).subtracting([names["gone-old"]!]))
+    }
+
     @Test func aNameUsedTwiceThrowsAndChangesNothing() throws {
         let simulation = try Simulation(seed: 2)
         try simulation.addDevice("phone")
