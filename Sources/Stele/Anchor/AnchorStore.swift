@@ -47,8 +47,8 @@ public final class DirectoryAnchorStore: AnchorStore {
     /// two writers in two processes may race between the check and the rename (a
     /// cloud-synced folder offers nothing stronger; the hub's anchor object does).
     public func write(_ anchor: Anchor, key: AccountKey) throws {
-        // An anchor that does not parse is no round's: a write repairs it.
-        let stored = try contents(anchor.header.account).flatMap { try? AnchorFile.header($0) }
+        // An anchor that cannot be read or does not parse is no round's: a write repairs it, as before.
+        let stored: AnchorHeader? = (try? contents(anchor.header.account)).flatMap { bytes in try? AnchorFile.header(bytes) }
         try AnchorFile.checkReplaces(stored, with: anchor.header)
         let bytes = AnchorFile.encode(anchor, key: key)
         do {
