@@ -5,7 +5,7 @@ import Synchronization
 import Testing
 import TestSupport
 
-/// The runtime's anchor substrate over a real hub on loopback: it asks for one
+/// The runtime's anchor substrate (and the library's ``HubAnchorStore``) over a real hub on loopback: each asks for one
 /// round per generation (`Stele-Anchor-Rule`), and reads what the hub refuses
 /// as superseded, which sends the node to read the anchor and catch up with it
 /// (seed 370010), not as a failure to try again.
@@ -54,8 +54,21 @@ import TestSupport
         let next = try sealed(6, round: 4)
         #expect(code(write(next)) == nil)
         #expect(read() == next)
+        // The library's store over the hub keeps the same rule.
+        let store = HubAnchorStore(client: phone.client)
+        func anchor(_ generation: UInt64, round seed: UInt64) throws -> Anchor {
+            var generator = SeededGenerator(seed: seed)
+            let header = AnchorHeader(account: phone.account, generation: generation, round: RoundNonce.generate(using: &generator), digest: try Hash32(bytes: [UInt8](repeating: 3, count: 32)))
+            return Anchor(header: header, snapshot: [UInt8(seed)])
+        }
+        #expect { try store.write(try anchor(6, round: 9), key: key) } throws: { ($0 as? AnchorError)?.code == .superseded }
+        #expect { try store.write(try anchor(5, round: 9), key: key) } throws: { ($0 as? AnchorError)?.code == .superseded }
+        #expect(read() == next)
+        try store.write(try anchor(6, round: 4), key: key)
+        try store.write(try anchor(7, round: 10), key: key)
+        #expect(try store.header(of: phone.account)?.generation == 7)
         // With the hub gone the write is unavailable, not superseded: the node tries again later.
         rig.takeDown()
-        #expect(code(write(try sealed(7, round: 5))) == .unavailable)
+        #expect(code(write(try sealed(8, round: 5))) == .unavailable)
     }
 }

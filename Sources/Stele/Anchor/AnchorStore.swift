@@ -47,8 +47,16 @@ public final class DirectoryAnchorStore: AnchorStore {
     /// two writers in two processes may race between the check and the rename (a
     /// cloud-synced folder offers nothing stronger; the hub's anchor object does).
     public func write(_ anchor: Anchor, key: AccountKey) throws {
-        // An anchor that cannot be read or does not parse is no round's: a write repairs it, as before.
-        let stored: AnchorHeader? = (try? contents(anchor.header.account)).flatMap { bytes in try? AnchorFile.header(bytes) }
+        // An anchor that does not parse (or is over the bound) is no round's: a write repairs it.
+        // One that cannot be read at all is not written over: it may be another round's.
+        let stored: AnchorHeader?
+        do {
+            stored = try contents(anchor.header.account).flatMap { bytes in try? AnchorFile.header(bytes) }
+        } catch let error as AnchorError where error.code == .damaged {
+            stored = nil
+        } catch {
+            throw AnchorError(.unavailable, "cannot read the anchor in \(directory) to check what it holds: \(error); it is left as it was")
+        }
         try AnchorFile.checkReplaces(stored, with: anchor.header)
         let bytes = AnchorFile.encode(anchor, key: key)
         do {

@@ -214,8 +214,14 @@ extension FleetNode {
         let released: [FleetOutput] = acking.onCaughtUp().map { [.cancel(.barrierHold(epoch: $0.epoch))] } ?? []
         recovery.onCaughtUp(to: replica.generation, fromAnchor: fromAnchor)
         leading.onCaughtUp()
+        // A round this device leads to a generation it now stands at is over: its
+        // anchor would only be refused (``AnchorHeader/mayReplace(_:)``).
+        var over: [FleetOutput] = []
+        if let round = leading.round, round.proposal.generation <= replica.generation {
+            over = failRound("this device caught up with generation \(replica.generation), which the round was to move to", missing: [])
+        }
         // The generation moved: siblings hear it at once, and content reconcile resumes.
-        return released + [.log(FleetEvent(kind: .recovered, peer: nil, namespace: nil, message: how))] + noteChange()
+        return released + over + [.log(FleetEvent(kind: .recovered, peer: nil, namespace: nil, message: how))] + noteChange()
     }
 }
 

@@ -90,11 +90,13 @@ public final class HubClient: Sendable {
 
     /// Sends one request and blocks the calling thread until the answer arrives.
     /// - Throws: ``HubClientError`` `unreachable` when no answer came.
-    public func send(_ method: String, _ path: String, json: [String: Any]? = nil, body: [UInt8] = [], authenticated: Bool = true) throws -> Answer {
+    public func send(
+        _ method: String, _ path: String, json: [String: Any]? = nil, body: [UInt8] = [], headers: [String: String] = [:], authenticated: Bool = true
+    ) throws -> Answer {
         let encoded = try Self.encode(json, body)
         let result = Mutex<Result<Answer, HubClientError>?>(nil)
         let done = DispatchSemaphore(value: 0)
-        exchange(method, path, encoded.bytes, isJSON: encoded.isJSON, authenticated: authenticated, timeoutSeconds: nil, heldSeconds: 0) { answer in
+        exchange(method, path, encoded.bytes, isJSON: encoded.isJSON, headers: headers, authenticated: authenticated, timeoutSeconds: nil, heldSeconds: 0) { answer in
             result.withLock { $0 = answer }
             done.signal()
         }

@@ -87,8 +87,10 @@ public final class HubDirectory: Directory {
 }
 
 /// The library's ``AnchorStore`` over a hub's anchor object (HUB-API "Anchor"):
-/// the hub checks the header, refuses a lower generation and replaces the
-/// anchor in one write, so a reader never sees half an anchor.
+/// the hub checks the header, refuses a lower generation and, asked with
+/// `Stele-Anchor-Rule: one-round-per-generation` as this store always does,
+/// another round's anchor of the same generation (``AnchorHeader/mayReplace(_:)``),
+/// and replaces the anchor in one write, so a reader never sees half an anchor.
 public final class HubAnchorStore: AnchorStore {
     public let client: HubClient
 
@@ -113,9 +115,13 @@ public final class HubAnchorStore: AnchorStore {
         }
         let answer: HubClient.Answer
         do {
-            answer = try client.send("PUT", "\(client.accountPath)/anchor", body: AnchorFile.encode(anchor, key: key))
+            answer = try client.send(
+                "PUT", "\(client.accountPath)/anchor", body: AnchorFile.encode(anchor, key: key), headers: [AnchorRule.header: AnchorRule.oneRoundPerGeneration])
         } catch {
             throw AnchorError(.unavailable, "cannot reach the hub to write the anchor: \(error); the previous anchor is unchanged")
+        }
+        if answer.status == 409, ["stale_generation", "generation_taken"].contains(answer.refusal?.code ?? "") {
+            throw AnchorError(.superseded, "the hub holds a later anchor (\(answer.refusal?.code ?? "")): \(answer.refusal?.message ?? ""); the stored anchor is unchanged")
         }
         guard answer.status == 200 else {
             throw AnchorError(.unavailable, "the hub did not take the anchor (\(answer.status) \(answer.refusal?.code ?? "")): \(answer.refusal?.message ?? ""); the previous anchor is unchanged")

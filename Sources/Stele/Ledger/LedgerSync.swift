@@ -104,7 +104,8 @@ public final class LedgerSync {
             }
             reported.remove("push-malformed")
             let answered = try ledger.record(
-                answers: parsed.results.map { .init(mutation: $0.mutation, status: $0.status, seq: $0.seq, reason: $0.reason, hubTime: $0.hubTime) })
+                answers: parsed.results.map { .init(mutation: $0.mutation, status: $0.status, seq: $0.seq, reason: $0.reason, hubTime: $0.hubTime) },
+                epoch: parsed.epoch)
             return .pushed(gated: 0, retired: answered.applied, conflicts: answered.conflicts, restamped: answered.restamped)
         case .answer(let answer):
             if let limit = MirrorSync.pushLimit(answer, sent: mutations.count) {
