@@ -47,9 +47,7 @@ extension Simulation {
             let header = try? AnchorFile.header(sealed)
             // The substrate takes it as it lands, unless another round's anchor holds its generation (seed 370010).
             var refusal: AnchorError?
-            if reached {
-                do { try anchors.land(sealed, of: target.account) } catch { refusal = (error as? AnchorError) ?? AnchorError(.damaged, "\(error)") }
-            }
+            if reached { anchors.writeAnchor(sealed, of: target.account) { if case .failure(let error) = $0 { refusal = error } } }
             let landed = reached && refusal == nil
             hasher.add(landed ? "anchor-landed" : refusal != nil ? "anchor-refused" : "anchor-failed", now, owner, owner, Int(header?.generation ?? 0))
             if landed {

@@ -103,4 +103,6 @@ public enum AnchorDecision: Sendable, Equatable {
 public enum AnchorRule {
     public static let header = "Stele-Anchor-Rule"
     public static let oneRoundPerGeneration = "one-round-per-generation"
+    /// The request headers that ask for it.
+    public static let asked = [header: oneRoundPerGeneration]
 }

@@ -119,8 +119,7 @@ public final class MemoryAnchorStore: AnchorStore {
     }
 
     public func write(_ anchor: Anchor, key: AccountKey) throws {
-        try AnchorFile.checkReplaces(files[anchor.header.account].flatMap { try? AnchorFile.header($0) }, with: anchor.header)
-        files[anchor.header.account] = AnchorFile.encode(anchor, key: key)
+        try land(AnchorFile.encode(anchor, key: key), of: anchor.header.account)
     }
 
     /// Replaces the sealed bytes held for `account` unless another round's anchor

@@ -115,17 +115,21 @@ public final class HubAnchorStore: AnchorStore {
         }
         let answer: HubClient.Answer
         do {
-            answer = try client.send(
-                "PUT", "\(client.accountPath)/anchor", body: AnchorFile.encode(anchor, key: key), headers: [AnchorRule.header: AnchorRule.oneRoundPerGeneration])
+            answer = try client.send("PUT", "\(client.accountPath)/anchor", body: AnchorFile.encode(anchor, key: key), headers: AnchorRule.asked)
         } catch {
             throw AnchorError(.unavailable, "cannot reach the hub to write the anchor: \(error); the previous anchor is unchanged")
         }
-        if answer.status == 409, ["stale_generation", "generation_taken"].contains(answer.refusal?.code ?? "") {
-            throw AnchorError(.superseded, "the hub holds a later anchor (\(answer.refusal?.code ?? "")): \(answer.refusal?.message ?? ""); the stored anchor is unchanged")
-        }
+        if let superseded = Self.superseded(answer) { throw superseded }
         guard answer.status == 200 else {
             throw AnchorError(.unavailable, "the hub did not take the anchor (\(answer.status) \(answer.refusal?.code ?? "")): \(answer.refusal?.message ?? ""); the previous anchor is unchanged")
         }
+    }
+
+    /// A `409` for a later anchor the hub holds (`stale_generation`, `generation_taken`)
+    /// as ``AnchorError`` `superseded`; `nil` for any other answer.
+    static func superseded(_ answer: HubClient.Answer) -> AnchorError? {
+        guard answer.status == 409, let code = answer.refusal?.code, ["stale_generation", "generation_taken"].contains(code) else { return nil }
+        return AnchorError(.superseded, "the hub holds a later anchor (\(code)): \(answer.refusal?.message ?? ""); the stored anchor is unchanged")
     }
 
     private func fetch(_ account: AccountID) throws -> [UInt8]? {

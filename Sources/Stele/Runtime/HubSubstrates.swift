@@ -20,14 +20,13 @@ final class HubAnchorSubstrate: AnchorSubstrate {
 
     func writeAnchor(_ sealed: [UInt8], of account: AccountID, completion: @escaping (Result<Void, AnchorError>) -> Void) {
         let done = QueueConfined((completion, self), on: queue)
-        client.request("PUT", "\(client.accountPath)/anchor", body: sealed, headers: [AnchorRule.header: AnchorRule.oneRoundPerGeneration]) { result in
+        client.request("PUT", "\(client.accountPath)/anchor", body: sealed, headers: AnchorRule.asked) { result in
             done.async { completion, substrate in
                 switch result {
                 case .success(let answer) where answer.status == 200:
                     completion(.success(()))
-                case .success(let answer) where answer.status == 409 && ["stale_generation", "generation_taken"].contains(answer.refusal?.code ?? ""):
-                    completion(.failure(AnchorError(.superseded, "the hub holds a later anchor (\(answer.refusal?.code ?? "")): \(answer.refusal?.message ?? ""); the stored anchor is unchanged")))
                 case .success(let answer):
+                    if let superseded = HubAnchorStore.superseded(answer) { return completion(.failure(superseded)) }
                     if answer.status == 403 { substrate.onForbidden() }
                     completion(.failure(AnchorError(.unavailable, "the hub did not take the anchor (\(answer.status) \(answer.refusal?.code ?? "")): \(answer.refusal?.message ?? ""); the previous anchor is unchanged")))
                 case .failure(let error):
