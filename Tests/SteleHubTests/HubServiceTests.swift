@@ -400,35 +400,52 @@ import TestSupport
 
     // MARK: anchor
 
-    @Test(arguments: Backend.allCases) func theAnchorsGenerationNeverGoesDownAndAnEqualOneOverwrites(_ backend: Backend) throws {
-        let hub = try HubHarness(backend)
-        let founder = Fixtures.identity(1)
-        let account = try hub.found(founder)
-        let token = try hub.session(founder, account)
-        let path = "/v1/accounts/\(account.hex)/anchor"
+    /// A founded account with a session on a hub, its anchor's path, and anchors sealed with one key.
+    struct AnchorRig {
+        let hub: HubHarness
+        let account: AccountID
+        let token: String
+        let path: String
         let key = AccountKey.generate()
-        func anchor(_ generation: UInt64, of owner: AccountID? = nil, snapshot: [UInt8] = [1, 2, 3]) throws -> [UInt8] {
-            var generator = SeededGenerator(seed: generation)
-            let header = AnchorHeader(account: owner ?? account, generation: generation, round: RoundNonce.generate(using: &generator), digest: try Hash32(bytes: [UInt8](repeating: UInt8(generation), count: 32)))
+
+        init(_ backend: Backend) throws {
+            hub = try HubHarness(backend)
+            let founder = Fixtures.identity(1)
+            account = try hub.found(founder)
+            token = try hub.session(founder, account)
+            path = "/v1/accounts/\(account.hex)/anchor"
+        }
+
+        /// A sealed anchor of `generation`, its round nonce drawn from seed `round` (the generation when nil).
+        func anchor(_ generation: UInt64, round: UInt64? = nil, of owner: AccountID? = nil, snapshot: [UInt8] = [1, 2, 3]) throws -> [UInt8] {
+            var generator = SeededGenerator(seed: round ?? generation)
+            let header = AnchorHeader(
+                account: owner ?? account, generation: generation, round: RoundNonce.generate(using: &generator),
+                digest: try Hash32(bytes: [UInt8](repeating: UInt8(truncatingIfNeeded: generation), count: 32)))
             return AnchorFile.encode(Anchor(header: header, snapshot: snapshot), key: key)
         }
+    }
+
+    @Test(arguments: Backend.allCases) func theAnchorsGenerationNeverGoesDownAndAnEqualOneOverwrites(_ backend: Backend) throws {
+        let rig = try AnchorRig(backend)
+        let (hub, token, path, key) = (rig.hub, rig.token, rig.path, rig.key)
         let none = hub.call("GET", path, token: token)
         #expect(none.status == 404)
-        let five = try anchor(5)
+        let five = try rig.anchor(5)
         #expect(hub.call("PUT", path, body: five, token: token).status == 200)
         let read = hub.call("GET", path, token: token)
         #expect(read.status == 200)
         #expect(read.body == five)
         #expect(read.headers["Stele-Generation"] == "5")
         let before = try hub.snapshot()
-        let lower = hub.call("PUT", path, body: try anchor(4), token: token)
+        let lower = hub.call("PUT", path, body: try rig.anchor(4), token: token)
         #expect(lower.status == 409)
         #expect(lower.errorCode == "stale_generation")
         #expect(hub.call("PUT", path, body: Array(five.prefix(40)), token: token).status == 400)
-        #expect(hub.call("PUT", path, body: try anchor(6, of: AccountID.generate()), token: token).status == 400)
+        #expect(hub.call("PUT", path, body: try rig.anchor(6, of: AccountID.generate()), token: token).status == 400)
         #expect(hub.call("PUT", path, body: Array("STELEANC but not really an anchor file at all, just words to fill".utf8) + [UInt8](repeating: 0, count: 60), token: token).status == 400)
         #expect(try hub.snapshot() == before)
-        let equal = try anchor(5, snapshot: [9, 9])
+        let equal = try rig.anchor(5, snapshot: [9, 9])
         #expect(hub.call("PUT", path, body: equal, token: token).status == 200)
         #expect(hub.call("GET", path, token: token).body == equal)
         #expect(try AnchorFile.decode(hub.call("GET", path, token: token).body, key: key).snapshot == [9, 9])
@@ -438,41 +455,32 @@ import TestSupport
     /// other round's anchor of the generation it holds (seed 370010: a slow write of
     /// an abandoned round landed over the anchor a later round had committed).
     @Test(arguments: Backend.allCases) func askedForOneRoundPerGenerationTheHubRefusesAnotherRoundsAnchorOfItsGeneration(_ backend: Backend) throws {
-        let hub = try HubHarness(backend)
-        let founder = Fixtures.identity(1)
-        let account = try hub.found(founder)
-        let token = try hub.session(founder, account)
-        let path = "/v1/accounts/\(account.hex)/anchor"
-        let key = AccountKey.generate()
-        let rule = [AnchorRule.header: AnchorRule.oneRoundPerGeneration]
-        func anchor(_ generation: UInt64, round seed: UInt64, snapshot: [UInt8] = [1]) throws -> [UInt8] {
-            var generator = SeededGenerator(seed: seed)
-            let header = AnchorHeader(account: account, generation: generation, round: RoundNonce.generate(using: &generator), digest: try Hash32(bytes: [UInt8](repeating: 7, count: 32)))
-            return AnchorFile.encode(Anchor(header: header, snapshot: snapshot), key: key)
-        }
-        let committed = try anchor(5, round: 1)
+        let rig = try AnchorRig(backend)
+        let (hub, token, path) = (rig.hub, rig.token, rig.path)
+        let rule = AnchorRule.asked
+        let committed = try rig.anchor(5, round: 1)
         #expect(hub.call("PUT", path, body: committed, token: token, headers: rule).status == 200)
         let before = try hub.snapshot()
         // Another round's anchor of generation 5: refused, and the stored one stays.
-        let late = hub.call("PUT", path, body: try anchor(5, round: 2), token: token, headers: rule)
+        let late = hub.call("PUT", path, body: try rig.anchor(5, round: 2), token: token, headers: rule)
         #expect(late.status == 409)
         #expect(late.errorCode == "generation_taken")
         #expect(try hub.snapshot() == before)
         #expect(hub.call("GET", path, token: token).body == committed)
         // A lower generation stays stale_generation, rule or not.
-        #expect(hub.call("PUT", path, body: try anchor(4, round: 3), token: token, headers: rule).errorCode == "stale_generation")
+        #expect(hub.call("PUT", path, body: try rig.anchor(4, round: 3), token: token, headers: rule).errorCode == "stale_generation")
         // The same round again (a retried write) and a higher generation land.
-        let retried = try anchor(5, round: 1, snapshot: [2])
+        let retried = try rig.anchor(5, round: 1, snapshot: [2])
         #expect(hub.call("PUT", path, body: retried, token: token, headers: rule).status == 200)
         #expect(hub.call("GET", path, token: token).body == retried)
-        let next = try anchor(6, round: 4)
+        let next = try rig.anchor(6, round: 4)
         #expect(hub.call("PUT", path, body: next, token: token, headers: rule).status == 200)
         // Without the header an equal generation overwrites, as HUB-API "Anchor" has it.
-        let overwriting = try anchor(6, round: 5)
+        let overwriting = try rig.anchor(6, round: 5)
         #expect(hub.call("PUT", path, body: overwriting, token: token).status == 200)
         #expect(hub.call("GET", path, token: token).body == overwriting)
         // A rule the hub does not know is a bad request that changes nothing.
-        let unknown = hub.call("PUT", path, body: try anchor(7, round: 6), token: token, headers: [AnchorRule.header: "last-writer-wins"])
+        let unknown = hub.call("PUT", path, body: try rig.anchor(7, round: 6), token: token, headers: [AnchorRule.header: "last-writer-wins"])
         #expect(unknown.status == 400)
         #expect(unknown.errorCode == "bad_request")
         #expect(hub.call("GET", path, token: token).body == overwriting)

@@ -664,17 +664,22 @@ import TestSupport
         #expect(simulation.oracle.resurrections == 0)
     }
 
+    /// Device 1's store `a.stele` in a fresh directory, with `namespace` declared, and an oracle to record its writes.
+    static func oneStore(declaring namespace: String, _ kind: NamespaceKind) throws -> (directory: TemporaryDirectory, account: AccountID, store: Replica, oracle: Oracle) {
+        let directory = try TemporaryDirectory()
+        let account = Fixtures.account()
+        let store = try Replica.create(at: directory.file("a.stele"), account: account, device: Fixtures.device(1))
+        try store.declare(namespace, kind)
+        return (directory, account, store, Oracle())
+    }
+
     /// A delete the barrier collected lives on in the anchor: when the device that
     /// made it is restored from before it, the oracle must not forget it, or it
     /// would expect the deleted value back. The broken double (no anchor noted)
     /// forgets it and counts the recovered device's absent row as a lost write.
     @Test(arguments: [false, true])
     func aDeleteTheAnchorHoldsIsNeverForgotten(anchored: Bool) throws {
-        let directory = try TemporaryDirectory()
-        let account = Fixtures.account()
-        let a = try Replica.create(at: directory.file("a.stele"), account: account, device: Fixtures.device(1))
-        try a.declare("notes", .causal)
-        let oracle = Oracle()
+        let (directory, account, a, oracle) = try Self.oneStore(declaring: "notes", .causal)
         try oracle.perform(.put(namespace: "notes", key: "k", value: "old"), on: a, deviceName: "a", time: 0)
         try a.backup(to: directory.file("backup.stele"))
         try oracle.perform(.delete(namespace: "notes", key: "k"), on: a, deviceName: "a", time: 1)
@@ -701,12 +706,8 @@ import TestSupport
     /// counts the recovered value a resurrection. (Found by the sweep: seed 300027.)
     @Test(arguments: [false, true])
     func aWriteTheAnchorInFlightHeldComesBackWithTheRecovery(noted: Bool) throws {
-        let directory = try TemporaryDirectory()
-        let account = Fixtures.account()
-        let a = try Replica.create(at: directory.file("a.stele"), account: account, device: Fixtures.device(1))
-        try a.declare("notes", .lww)
+        let (directory, _, a, oracle) = try Self.oneStore(declaring: "notes", .lww)
         try a.backup(to: directory.file("backup.stele"))
-        let oracle = Oracle()
         try oracle.perform(.put(namespace: "notes", key: "k", value: "v"), on: a, deviceName: "a", time: 0)
         // The round's snapshot is taken and its anchor write queued.
         let snapshot = try Snapshot.take(of: a, generation: 1, knowledge: try a.knowledge())
@@ -733,11 +734,7 @@ import TestSupport
     /// The broken double (nothing spared) forgets the delete and sees nothing wrong.
     @Test(arguments: [false, true])
     func aDeleteLostBeforeARestoreIsNotForgottenWithIt(spared: Bool) throws {
-        let directory = try TemporaryDirectory()
-        let account = Fixtures.account()
-        let a = try Replica.create(at: directory.file("a.stele"), account: account, device: Fixtures.device(1))
-        try a.declare("flags", .lww)
-        let oracle = Oracle()
+        let (directory, _, a, oracle) = try Self.oneStore(declaring: "flags", .lww)
         try oracle.perform(.put(namespace: "flags", key: "k", value: "v"), on: a, deviceName: "a", time: 0)
         try a.backup(to: directory.file("before-the-delete.stele"))
         try oracle.perform(.delete(namespace: "flags", key: "k"), on: a, deviceName: "a", time: 1)
