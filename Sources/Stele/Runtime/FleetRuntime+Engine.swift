@@ -453,14 +453,20 @@ final class StoreLock {
 
     /// - Throws: ``FleetRuntimeError`` `storeInUse` when another process holds it.
     init(path: String) throws {
-        descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else {
+        // The descriptor is stored only once the lock is held. A class whose
+        // initializer throws after every stored property is set runs `deinit`,
+        // which would close the descriptor a second time: by then its number may
+        // belong to a file another thread opened (libdispatch's epoll file, in
+        // the `stele sync` that crashed with SIGILL when refused).
+        let opened = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard opened >= 0 else {
             throw FleetRuntimeError(.storage, "cannot open the lock file \(path): \(String(cString: strerror(errno))); check the store's directory is writable")
         }
-        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
-            close(descriptor)
+        guard flock(opened, LOCK_EX | LOCK_NB) == 0 else {
+            close(opened)
             throw FleetRuntimeError(.storeInUse, "another process is syncing this store (it holds \(path)); stop the other stele sync first")
         }
+        descriptor = opened
     }
 
     deinit {
