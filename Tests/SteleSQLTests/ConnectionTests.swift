@@ -68,6 +68,55 @@ import TestSupport
         #expect(other.changeCount(of: 1) == 0)
     }
 
+    /// With `noting`, the keys of the rows changed through this connection are
+    /// taken once each: an insert's, a delete's, an update's old and new, a
+    /// rolled-back change's; not another connection's. Too many, or a key that
+    /// is not text, and they cannot be listed (`nil`), as for a group noting nothing.
+    @Test func changedRowsAreNotedByKeyAndTakenOnce() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("a.db")
+        let connection = try Connection(path: path)
+        try connection.executeScript("CREATE TABLE a (k TEXT PRIMARY KEY, v) WITHOUT ROWID; CREATE TABLE b (m TEXT, x); CREATE TABLE c (k);")
+        try connection.countChanges(of: "a", as: 1, noting: "k")
+        try connection.countChanges(of: "b", as: 1, noting: "m")
+        try connection.countChanges(of: "c", as: 2)
+        #expect(connection.takeChangedRows(of: 1) == [])
+        #expect(connection.takeChangedRows(of: 2) == nil)
+        try connection.execute("INSERT INTO a VALUES ('x', 1), ('y', 2), (?, 3)", [.text("a\u{0}b")])
+        try connection.execute("INSERT INTO b VALUES ('z', 1)")
+        try connection.execute("INSERT INTO c VALUES ('ignored')")
+        #expect(connection.takeChangedRows(of: 1) == Set(["x", "y", "a\u{0}b", "z"].map { Array($0.utf8) }))
+        #expect(connection.takeChangedRows(of: 1) == [])
+        try connection.execute("UPDATE a SET k = 'w' WHERE k = 'x'")
+        try connection.execute("DELETE FROM a WHERE k = 'y'")
+        #expect(connection.takeChangedRows(of: 1) == Set(["x", "w", "y"].map { Array($0.utf8) }))
+        try connection.execute("BEGIN")
+        try connection.execute("INSERT INTO b VALUES ('rolled', 2)")
+        try connection.execute("ROLLBACK")
+        #expect(connection.takeChangedRows(of: 1) == [Array("rolled".utf8)])
+        let other = try Connection(path: path)
+        try other.execute("INSERT INTO a VALUES ('elsewhere', 9)")
+        #expect(connection.takeChangedRows(of: 1) == [])
+        // Two keys Swift's String holds equal are two rows.
+        try connection.execute("INSERT INTO a VALUES (?, 1), (?, 2)", [.text("\u{E9}"), .text("e\u{301}")])
+        #expect(connection.takeChangedRows(of: 1)?.count == 2)
+        // A key that is not text cannot be named.
+        try connection.execute("INSERT INTO b VALUES (x'07', 1)")
+        #expect(connection.takeChangedRows(of: 1) == nil)
+        #expect(connection.takeChangedRows(of: 1) == [])
+        // Nor hundreds of them; a NULL key is no row to name.
+        try connection.execute("INSERT INTO b VALUES (NULL, 1)")
+        #expect(connection.takeChangedRows(of: 1) == [])
+        try connection.transaction {
+            for index in 0..<600 { try connection.execute("INSERT INTO b VALUES (?, 1)", [.text("r\(index)")]) }
+        }
+        #expect(connection.takeChangedRows(of: 1) == nil)
+        try connection.execute("INSERT INTO b VALUES ('after', 1)")
+        #expect(connection.takeChangedRows(of: 1) == [Array("after".utf8)])
+        // The count goes on as before: one per row changed.
+        #expect(connection.changeCount(of: 1) == 612)
+    }
+
     @Test func freedPagesGoBackToTheFileSystem() throws {
         let directory = try TemporaryDirectory()
         for incremental in [true, false] {

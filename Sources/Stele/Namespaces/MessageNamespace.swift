@@ -210,23 +210,39 @@ public struct MessageNamespace {
         // The fleet asks after every change of any namespace and at every retry, most
         // often with nothing of this conversation's changed since (issue 22: 14 % of a
         // simulated run). Outside a transaction, while its two tables stand as at the
-        // last read, the last answer holds.
-        guard replica.connection.isAutocommit, let state = try outboxState() else { return try readOutbox() }
-        if let last = replica.outboxes[declaration.id], last.state == state { return last.records }
+        // last read, the last answer holds; when only rows changed through this handle
+        // since, only their messages are read again (a device whose contact is away
+        // owes a long outbox, read whole at every change it was 10 % of a run).
+        guard replica.connection.isAutocommit, let state = try outboxState() else { return try readOutbox().records }
+        let id = declaration.id
+        if var last = replica.outboxes[id] {
+            if last.state == state { return last.records }
+            if last.state.dataVersion == state.dataVersion, let changed = replica.connection.takeChangedRows(of: id) {
+                // Taken out of the cache while it changes: patched in place, not copied.
+                replica.outboxes[id] = nil
+                last.replace(changed, with: try readOutbox(only: changed))
+                last.state = state
+                replica.outboxes[id] = last
+                return last.records
+            }
+        }
+        // Read whole: what changed before now is in it.
+        _ = replica.connection.takeChangedRows(of: id)
         let owed = try readOutbox()
-        replica.outboxes[declaration.id] = (state, owed)
-        return owed
+        replica.outboxes[id] = Replica.CachedOutbox(state: state, owed: owed)
+        return owed.records
     }
 
     /// Where the conversation's tables stand (``Replica/OutboxState``), once this
-    /// handle counts their changes; `nil` while it cannot (the triggers could not
-    /// be made: a read-only handle, a failing file): the outbox is read every time.
+    /// handle counts their changes (and notes the messages they were of); `nil`
+    /// while it cannot (the triggers could not be made: a read-only handle, a
+    /// failing file): the outbox is read every time.
     private func outboxState() throws -> Replica.OutboxState? {
         let id = declaration.id
         if !replica.watchedConversations.contains(id) {
             do {
-                try replica.connection.countChanges(of: table, as: id)
-                try replica.connection.countChanges(of: opsTable, as: id)
+                try replica.connection.countChanges(of: table, as: id, noting: "key")
+                try replica.connection.countChanges(of: opsTable, as: id, noting: "message")
             } catch {
                 return nil
             }
@@ -235,37 +251,55 @@ public struct MessageNamespace {
         return Replica.OutboxState(changes: replica.connection.changeCount(of: id), dataVersion: try replica.connection.dataVersion())
     }
 
-    private func readOutbox() throws -> [MessageRecord] {
-        replica.outboxReads += 1
+    /// The messages that owe a delivery, with the ops each owes, in the outbox's
+    /// order (``Replica/CachedOutbox/precedes(_:_:)``): all of them, or those of
+    /// `only` among them (one query each).
+    private func readOutbox(only keys: Set<[UInt8]>? = nil) throws -> Replica.OwedMessages {
+        if keys == nil { replica.outboxReads += 1 } else { replica.outboxPatches += 1 }
         // One query for every owing message's ops, in the order of the messages. A
         // row keeps the ids its fold owes (`owed`), so only those ops are decoded and
         // nothing is folded; a row written before format 5 (NULL) is folded here.
-        var owed: [MessageRecord] = []
-        var current: (message: String, owing: Set<MessageOpID>?, ops: [MessageOp])?
+        var owed = Replica.OwedMessages()
+        var current: (message: String, posted: Int64, owing: Set<MessageOpID>?, ops: [MessageOp])?
         func close() {
             guard let current else { return }
             let ops = current.owing == nil ? MessageFold.duty(of: current.ops, for: replica.account) : current.ops
-            if !ops.isEmpty { owed.append(MessageRecord(message: current.message, ops: ops)) }
+            if !ops.isEmpty {
+                owed.order.append((current.posted, Array(current.message.utf8)))
+                owed.records.append(MessageRecord(message: current.message, ops: ops))
+            }
         }
-        _ = try replica.connection.query(
-            """
-            SELECT m.key, m.owed, o.id, o.time, o.writer, o.account, o.action, o.actor, o.content, o.scope
-            FROM \(table) m JOIN \(opsTable) o ON o.message = m.key WHERE m.duty = 1 ORDER BY m.posted, m.key, o.id
-            """
-        ) { row -> Void in
+        func take(_ row: Statement) throws {
             let message = row.text(0)
             if current?.message != message {
                 close()
-                current = (message, try row.optionalBlob(1).map { try Self.owedIDs($0, message: message, in: name) }, [])
+                current = (message, row.int64(1), try row.optionalBlob(2).map { try Self.owedIDs($0, message: message, in: name) }, [])
             }
             if let owing = current?.owing {
-                guard let id = try? MessageOpID(bytes: row.blob(2)) else {
+                guard let id = try? MessageOpID(bytes: row.blob(3)) else {
                     throw ReplicaError(.corrupt, "an op of message \(message) in \(name) has a malformed id; the file is damaged")
                 }
                 guard owing.contains(id) else { return }
             }
-            current?.ops.append(try op(of: message, from: row, at: 2))
+            current?.ops.append(try op(of: message, from: row, at: 3))
         }
+        let columns = "m.key, m.posted, m.owed, o.id, o.time, o.writer, o.account, o.action, o.actor, o.content, o.scope"
+        if let keys {
+            for key in keys.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
+                _ = try replica.connection.query(
+                    "SELECT \(columns) FROM \(table) m JOIN \(opsTable) o ON o.message = m.key WHERE m.duty = 1 AND m.key = ? ORDER BY o.id",
+                    [.text(String(decoding: key, as: UTF8.self))]
+                ) { try take($0) }
+                close()
+                current = nil
+            }
+            // Each message alone: put in the outbox's order.
+            let order = owed.order.indices.sorted { Replica.CachedOutbox.precedes(owed.order[$0], owed.order[$1]) }
+            return Replica.OwedMessages(order: order.map { owed.order[$0] }, records: order.map { owed.records[$0] })
+        }
+        _ = try replica.connection.query(
+            "SELECT \(columns) FROM \(table) m JOIN \(opsTable) o ON o.message = m.key WHERE m.duty = 1 ORDER BY m.posted, m.key, o.id"
+        ) { try take($0) }
         close()
         return owed
     }

@@ -71,4 +71,65 @@ extension Replica {
         let changes: Int64
         let dataVersion: Int64
     }
+
+    /// Messages that owe a delivery, in the outbox's order, each with where it
+    /// stands in that order (``CachedOutbox/precedes(_:_:)``): its posting time
+    /// and its key's UTF-8 bytes (SQLite's `BINARY` order and equality; Swift's
+    /// `String` holds `é` as one character and as `e` with an accent equal).
+    struct OwedMessages {
+        var order: [(posted: Int64, key: [UInt8])] = []
+        var records: [MessageRecord] = []
+    }
+
+    /// A conversation's last outbox read, and the state of its tables it holds at.
+    struct CachedOutbox {
+        var state: OutboxState
+        private(set) var order: [(posted: Int64, key: [UInt8])]
+        private(set) var records: [MessageRecord]
+
+        init(state: OutboxState, owed: OwedMessages) {
+            self.state = state
+            order = owed.order
+            records = owed.records
+        }
+
+        /// The outbox's order, as its query sorts (`ORDER BY posted, key`): by
+        /// posting time, then by key as SQLite compares text (byte by byte, in
+        /// UTF-8; not as Swift compares strings).
+        static func precedes(_ a: (posted: Int64, key: [UInt8]), _ b: (posted: Int64, key: [UInt8])) -> Bool {
+            a.posted != b.posted ? a.posted < b.posted : a.key.lexicographicallyPrecedes(b.key)
+        }
+
+        /// Drops every message of `keys` and puts in `owed` (what those messages
+        /// owe now, read again), each at its place in the order.
+        mutating func replace(_ keys: Set<[UInt8]>, with owed: OwedMessages) {
+            if !keys.isEmpty, order.contains(where: { keys.contains($0.key) }) {
+                var keptOrder: [(posted: Int64, key: [UInt8])] = []
+                var keptRecords: [MessageRecord] = []
+                keptOrder.reserveCapacity(order.count)
+                keptRecords.reserveCapacity(records.count)
+                for index in order.indices where !keys.contains(order[index].key) {
+                    keptOrder.append(order[index])
+                    keptRecords.append(records[index])
+                }
+                order = keptOrder
+                records = keptRecords
+            }
+            for (place, record) in zip(owed.order, owed.records) {
+                let index = Self.insertionIndex(of: place, in: order)
+                order.insert(place, at: index)
+                records.insert(record, at: index)
+            }
+        }
+
+        private static func insertionIndex(of place: (posted: Int64, key: [UInt8]), in order: [(posted: Int64, key: [UInt8])]) -> Int {
+            var low = 0
+            var high = order.count
+            while low < high {
+                let middle = (low + high) / 2
+                if precedes(order[middle], place) { low = middle + 1 } else { high = middle }
+            }
+            return low
+        }
+    }
 }

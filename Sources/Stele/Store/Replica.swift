@@ -103,12 +103,14 @@ public final class Replica {
     var seenDataVersion: Int64 = 0
     /// The last outbox read of each conversation (by namespace id), with the
     /// state of its tables it was read at (``MessageNamespace/outbox()``).
-    var outboxes: [Int64: (state: OutboxState, records: [MessageRecord])] = [:]
+    var outboxes: [Int64: CachedOutbox] = [:]
     /// The conversations (by namespace id) whose tables' changes through this
     /// handle are counted (``SteleSQL/Connection/countChanges(of:as:)``).
     var watchedConversations: Set<Int64> = []
-    /// How many times an outbox was read from the file (for the tests).
+    /// How many times an outbox was read whole from the file (for the tests).
     var outboxReads = 0
+    /// How many times a cached outbox read again only the messages changed since (for the tests).
+    var outboxPatches = 0
     /// The storage error of an operation that failed inside the open batch.
     private var storageFailure: (any Error)?
     private var collectingEvents = false
