@@ -388,6 +388,89 @@ import TestSupport
         #expect(step50)
     }
 
+    /// What goes in a try, found in one pass (``DeliveryGate/due(_:in:at:turn:retry:writer:)``),
+    /// is what asking of each op alone says (its turn, its reach, whether it is due
+    /// for everyone), whatever the gate has seen: ops owed since different moments,
+    /// sent to one device or to every one at different moments, receipts, ops of
+    /// this device's and of others, ops the gate never noted, a contact's roster
+    /// widened. And noting the very ops again keeps when they were first owed.
+    @Test func whatGoesInATryIsWhatEachOpAloneSays() throws {
+        var generator = SeededGenerator(seed: 22)
+        let me = Self.devices[0]
+        let turn: Int64 = 20_000
+        var differences = 0
+        var sentToEveryone = 0
+        for _ in 0..<200 {
+            var gate = DeliveryGate()
+            var records: [MessageRecord] = []
+            var now: Int64 = 0
+            for message in 0..<Int.random(in: 1...6, using: &generator) {
+                var ops: [MessageOp] = []
+                for index in 0..<Int.random(in: 1...4, using: &generator) {
+                    var id = [UInt8](repeating: 0, count: MessageOpID.byteCount)
+                    id[0] = UInt8(message)
+                    id[1] = UInt8(index)
+                    let action: MessageOp.Action = switch Int.random(in: 0..<4, using: &generator) {
+                    case 0: .post(author: "ana", body: [1])
+                    case 1: .react(reactor: "ana", emoji: "👍")
+                    case 2: .receipt(of: try MessageOpID(bytes: [UInt8](repeating: 9, count: MessageOpID.byteCount)))
+                    default: .edit(body: [2])
+                    }
+                    ops.append(MessageOp(
+                        id: try MessageOpID(bytes: id), message: "m\(message)", time: Int64(index),
+                        writer: Bool.random(using: &generator) ? me : Self.devices[1], account: Fixtures.account(), action: action))
+                }
+                records.append(MessageRecord(message: "m\(message)", ops: ops))
+                // Owed from different moments on: some ops noted a try later, some never.
+                if Bool.random(using: &generator) || message == 0 {
+                    gate.onOwed("chat", records: records, at: now)
+                    now += Int64.random(in: 0...3, using: &generator) * 10_000
+                }
+            }
+            let ids = records.flatMap { $0.ops.map(\.id) }
+            for id in ids where Int.random(in: 0..<3, using: &generator) == 0 {
+                let reach: DeliveryGate.Reach = Bool.random(using: &generator) ? .one : .everyone(at: now - Int64.random(in: 0...4, using: &generator) * 10_000)
+                gate.onSent("chat", [id], reach: reach)
+                if reach.isEveryone { sentToEveryone += 1 }
+            }
+            if Int.random(in: 0..<5, using: &generator) == 0 { gate.onContactsChanged([Self.devices[2]], widened: ["chat"]) }
+            // On a grid of 10 s: many ops sit exactly at the end of their turn or retry.
+            now += Int64.random(in: 0...3, using: &generator) * 10_000
+            let found = gate.due(records, in: "chat", at: now, turn: turn, retry: turn, writer: me)
+            var everyone: Set<MessageOpID> = []
+            var first: Set<MessageOpID> = []
+            for op in records.flatMap(\.ops) {
+                if gate.isTurnOver(op.id, in: "chat", at: now, turn: turn) {
+                    if gate.isDueForEveryone(op.id, in: "chat", at: now, retry: turn) { everyone.insert(op.id) }
+                } else if case .receipt = op.action {
+                    continue
+                } else if op.writer == me, gate.reach(of: op.id, in: "chat") == .noted {
+                    first.insert(op.id)
+                }
+            }
+            if found.everyone != everyone || found.first != first { differences += 1 }
+            #expect(found.everyone == everyone && found.first == first)
+            // Owed again, the very ops: nothing about them changes.
+            let before = ids.map { gate.reach(of: $0, in: "chat") }
+            let turnsOver = ids.map { gate.isTurnOver($0, in: "chat", at: now, turn: turn) }
+            gate.onOwed("chat", records: records, at: now + 1)
+            #expect(ids.map { gate.reach(of: $0, in: "chat") } == before)
+            #expect(ids.map { gate.isTurnOver($0, in: "chat", at: now, turn: turn) } == turnsOver)
+        }
+        #expect(differences == 0)
+        #expect(sentToEveryone > 50)
+        // Owed no more: forgotten.
+        var gate = DeliveryGate()
+        let op = MessageOp(
+            id: try MessageOpID(bytes: [UInt8](repeating: 3, count: MessageOpID.byteCount)), message: "m", time: 1, writer: me,
+            account: Fixtures.account(), action: .post(author: "ana", body: [1]))
+        gate.onOwed("chat", records: [MessageRecord(message: "m", ops: [op])], at: 0)
+        gate.onSent("chat", [op.id], reach: .one)
+        gate.onOwed("chat", records: [], at: 5)
+        #expect(gate.reach(of: op.id, in: "chat") == .noted)
+        #expect(!gate.isTurnOver(op.id, in: "chat", at: 100_000, turn: turn))
+    }
+
     @Test func whatCountsAsSharedRisesPerConversationAndForAll() {
         var gate = DeliveryGate()
         #expect(gate.shared("chat") == .max)

@@ -142,8 +142,7 @@ extension FleetNode {
                 continue
             }
             let moment = monotonicNow
-            let owedOps = owed.flatMap(\.ops)
-            delivery.onOwed(name, owedOps.map(\.id), at: moment)
+            delivery.onOwed(name, records: owed, at: moment)
             guard !owed.isEmpty else {
                 delivery.onOpened(name)
                 continue
@@ -154,17 +153,7 @@ extension FleetNode {
             // every device, again every retry interval. The rest goes nowhere in this try,
             // neither sent nor held back.
             let retry = configuration.deliveryRetryMilliseconds
-            var toEveryone: Set<MessageOpID> = []
-            var toFirst: Set<MessageOpID> = []
-            for op in owedOps {
-                if delivery.isTurnOver(op.id, in: name, at: moment, turn: retry) {
-                    if delivery.isDueForEveryone(op.id, in: name, at: moment, retry: retry) { toEveryone.insert(op.id) }
-                } else if case .receipt = op.action {
-                    continue
-                } else if op.writer == replica.device, delivery.reach(of: op.id, in: name) == .noted {
-                    toFirst.insert(op.id)
-                }
-            }
+            let (toEveryone, toFirst) = delivery.due(owed, in: name, at: moment, turn: retry, retry: retry, writer: replica.device)
             let due = Self.keeping(owed, toEveryone.union(toFirst))
             var now: [MessageRecord] = []
             var later: [MessageRecord] = []
@@ -230,7 +219,9 @@ extension FleetNode {
 
     /// `records` with only the ops among `ids`; a record left with none is dropped.
     private static func keeping(_ records: [MessageRecord], _ ids: Set<MessageOpID>) -> [MessageRecord] {
-        records.compactMap { record in
+        // Most tries find nothing due: no record to look through.
+        guard !ids.isEmpty else { return [] }
+        return records.compactMap { record in
             let ops = record.ops.filter { ids.contains($0.id) }
             return ops.isEmpty ? nil : MessageRecord(message: record.message, ops: ops)
         }

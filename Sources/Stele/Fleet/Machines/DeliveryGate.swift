@@ -127,6 +127,35 @@ struct DeliveryGate {
         return now - last >= retry
     }
 
+    /// Which of the ops `records` owe go in this try at `now`, in one pass over
+    /// them (the conversation's table looked up once): to every device of the
+    /// contact, those whose turn is over (``isTurnOver(_:in:at:turn:)``) and
+    /// that are due for everyone (``isDueForEveryone(_:in:at:retry:)``); to the
+    /// first recipient only, those still in their turn that `writer` (this
+    /// device) wrote and that have gone nowhere yet (``reach(of:in:)``), never a
+    /// receipt (it went as its delivery's answer).
+    func due(
+        _ records: [MessageRecord], in conversation: String, at now: Int64, turn: Int64, retry: Int64, writer: DeviceID
+    ) -> (everyone: Set<MessageOpID>, first: Set<MessageOpID>) {
+        let noted = owed[conversation] ?? [:]
+        var everyone: Set<MessageOpID> = []
+        var first: Set<MessageOpID> = []
+        for record in records {
+            for op in record.ops {
+                let entry = noted[op.id]
+                if let entry, now - entry.since >= turn {
+                    if case .everyone(let last) = entry.reach, now - last < retry { continue }
+                    everyone.insert(op.id)
+                } else if case .receipt = op.action {
+                    continue
+                } else if op.writer == writer, (entry?.reach ?? .noted) == .noted {
+                    first.insert(op.id)
+                }
+            }
+        }
+        return (everyone, first)
+    }
+
     /// The device of a contact (`members`) that gets what goes in its writer's
     /// turn: the one heard from last, the lowest id among equals or when none was.
     func firstRecipient(among members: Set<DeviceID>) -> DeviceID? {
@@ -174,6 +203,21 @@ struct DeliveryGate {
         var noted: [MessageOpID: (since: Int64, reach: Reach)] = [:]
         for op in ops { noted[op] = known[op] ?? (now, .noted) }
         owed[conversation] = noted
+    }
+
+    /// `conversation` owes the ops of `records` at `now` (``onOwed(_:_:at:)``,
+    /// without listing their ids when they are the very ops of the last try).
+    mutating func onOwed(_ conversation: String, records: [MessageRecord], at now: Int64) {
+        if let known = owed[conversation], !records.isEmpty {
+            var count = 0
+            var same = true
+            for record in records {
+                count += record.ops.count
+                if same, !record.ops.allSatisfy({ known[$0.id] != nil }) { same = false }
+            }
+            if same, count == known.count { return }
+        }
+        onOwed(conversation, records.flatMap { $0.ops.map(\.id) }, at: now)
     }
 
     /// `ops` of `conversation` went from here as far as `reach`.
