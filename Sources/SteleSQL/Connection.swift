@@ -362,6 +362,11 @@ public final class Connection {
     /// Rows changed by the most recent INSERT, UPDATE or DELETE.
     public var changes: Int { Int(sqlite3_changes(handle)) }
 
+    /// Rows inserted, updated or deleted through this connection since it
+    /// opened (triggers' included; a rolled-back change, too): with
+    /// ``dataVersion()``, a file whose two numbers have not moved has not changed.
+    public var totalChanges: Int64 { sqlite3_total_changes64(handle) }
+
     /// True while no transaction is open (SQLite's autocommit mode).
     public var isAutocommit: Bool { sqlite3_get_autocommit(handle) != 0 }
 }

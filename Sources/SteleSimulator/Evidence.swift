@@ -35,6 +35,12 @@ final class StoreEvidence: Evidence {
     private var appendOnlyRecords: [Key: AppendOnlyRecord?] = [:]
     private var buried: [Key: Bool] = [:]
     private var messages: [Key: Set<MessageOpID>?] = [:]
+    private struct EventKey: Hashable {
+        let namespace: String
+        let id: EventID
+    }
+    /// Asked again and again of a bury's marker: once for every event of its group.
+    private var events: [EventKey: Bool] = [:]
 
     init(replica: Replica) {
         self.replica = replica
@@ -56,7 +62,13 @@ final class StoreEvidence: Evidence {
     func appendOnly(_ namespace: String, _ key: String) -> AppendOnlyRecord? {
         Self.remembered(&appendOnlyRecords, Key(namespace: namespace, key: key)) { (try? replica.appendOnly(namespace).record(key)) ?? nil }
     }
-    func hasEvent(_ namespace: String, _ id: EventID) -> Bool { ((try? replica.log(namespace).event(id)) ?? nil) != nil }
+    func hasEvent(_ namespace: String, _ id: EventID) -> Bool {
+        let key = EventKey(namespace: namespace, id: id)
+        if let known = events[key] { return known }
+        let held = ((try? replica.log(namespace).event(id)) ?? nil) != nil
+        events[key] = held
+        return held
+    }
     func isBuried(_ namespace: String, _ group: String) -> Bool {
         Self.remembered(&buried, Key(namespace: namespace, key: group)) { (try? replica.log(namespace).isBuried(group)) ?? false }
     }

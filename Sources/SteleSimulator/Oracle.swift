@@ -95,6 +95,10 @@ public final class Oracle {
     /// devices that held it: seed 222034 of --devices 2 --clients 2
     /// --ledger-clients 2 --steps 2000).
     var markersAtAppend: [Int: Set<EventID>] = [:]
+    /// The store that knew each operation at the last pass over them (``forEachUnknown``).
+    private var knowers: [Int: Knower] = [:]
+    /// How many times a pass found an operation known by an unchanged store without reading it (for the tests).
+    private(set) var knownUnread = 0
     /// The anchor that landed last (``recovered(_:)``).
     var lastLandedAnchor: LandedAnchor?
 
@@ -355,18 +359,59 @@ public final class Oracle {
     /// Calls `body` with every operation not forgotten, not anchored and not on a
     /// frame already counted that no store in `replicas` knows, with the frames in
     /// flight that carry it (none: it is out of the world).
+    ///
+    /// An operation a store knew at the last pass is known again without a read
+    /// when that store has not changed since (the same handle, standing where it
+    /// stood: ``Replica/standing()``) and knowing it takes the store's content
+    /// alone (``isKnownByContentAlone(_:)``). A restore or a revocation asks twice
+    /// in a row (before and after), and in between only one store changes.
     private func forEachUnknown(
         to replicas: [Replica], inFlight: [(id: UInt64, bytes: [UInt8])], account: AccountID?, keys: [AccountKey], _ body: (Int, Set<UInt64>) -> Void
     ) {
         Self.suspendingFaults(replicas) {
             let stores = replicas.map(StoreEvidence.init)
+            let standings = replicas.map { replica in replica.standing().map { Knower(replica: replica, changes: $0.changes, dataVersion: $0.dataVersion) } }
+            var knownNow: [Int: Knower] = [:]
+            defer { knowers = knownNow }
             var frames: [(id: UInt64, evidence: FrameEvidence)]?
             for index in operations.indices where !operations[index].erased && carriersOf[index] == nil && !anchored.contains(index) {
-                guard !isKnown(operations[index], by: stores) else { continue }
+                if let knower = knowers[index], Self.isKnownByContentAlone(operations[index]),
+                    standings.contains(where: { $0.map(knower.standsAsBefore) ?? false })
+                {
+                    knownNow[index] = knower
+                    knownUnread += 1
+                    continue
+                }
+                if let found = stores.indices.first(where: { isKnown(operations[index], by: [stores[$0]]) }) {
+                    if let standing = standings[found] { knownNow[index] = standing }
+                    continue
+                }
                 if frames == nil { frames = inFlight.map { ($0.id, FrameEvidence($0.bytes, account: account, keys: keys)) }.filter { !$0.evidence.isEmpty } }
                 body(index, Set((frames ?? []).filter { isKnown(operations[index], by: [$0.evidence]) }.map(\.id)))
             }
         }
+    }
+
+    /// A store that knew an operation at the last pass over them, and where it stood then.
+    struct Knower {
+        /// Weak: a store closed since (restored, crashed, revoked) is not the store that knew.
+        weak var replica: Replica?
+        let changes: Int64
+        let dataVersion: Int64
+
+        /// Whether `now` is the same handle, standing where it stood.
+        func standsAsBefore(_ now: Knower) -> Bool {
+            guard let replica, let other = now.replica else { return false }
+            return replica === other && changes == now.changes && dataVersion == now.dataVersion
+        }
+    }
+
+    /// Whether a store knows `operation` by what it holds alone (``isKnown(_:by:)``),
+    /// whatever else the oracle has seen since: not an `append`, whose event may be
+    /// known through a marker of a bury (``buriers(of:)``, which changes as buries
+    /// are forgotten and taken back).
+    static func isKnownByContentAlone(_ operation: Operation) -> Bool {
+        if case .append = operation.kind { false } else { true }
     }
 
     /// A device was restored from a backup: a backup is a copy too, so what the

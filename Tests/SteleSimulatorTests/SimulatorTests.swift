@@ -749,6 +749,41 @@ import TestSupport
         #expect(oracle.lostWrites == 0, "\(oracle.findings)")
     }
 
+    /// A pass over what the stores know reads again only the stores that changed
+    /// since the last one: unchanged, the same handle's answer stands (the
+    /// path is taken); changed (the store recovered and dropped the write), or
+    /// another handle on the file, or closed and opened again, it is read again
+    /// and the write found unknown. The broken double (an answer kept whatever the
+    /// store did since) still finds the write known after the recovery.
+    @Test func aPassReadsAgainTheStoresThatChangedSinceTheLast() throws {
+        let (directory, account, a, oracle) = try Self.oneStore(declaring: "flags", .lww)
+        let b = try Replica.create(at: directory.file("b.stele"), account: account, device: Fixtures.device(2))
+        try b.declare("flags", .lww)
+        try oracle.perform(.put(namespace: "flags", key: "k", value: "v"), on: a, deviceName: "a", time: 0)
+        #expect(oracle.unknownOperations(to: [a, b], inFlight: []).isEmpty)
+        #expect(oracle.knownUnread == 0)
+        // Nothing changed: known without a read.
+        #expect(oracle.unknownOperations(to: [a, b], inFlight: []).isEmpty)
+        #expect(oracle.knownUnread == 1)
+        // Another handle on a's file: not the store that knew (read again, still known).
+        let second = try Replica.open(at: directory.file("a.stele"))
+        #expect(oracle.unknownOperations(to: [second, b], inFlight: []).isEmpty)
+        #expect(oracle.knownUnread == 1)
+        // a changes on the handle that knew: it recovers from a snapshot of b's whose knowledge covers the write.
+        #expect(oracle.unknownOperations(to: [a, b], inFlight: []).isEmpty)
+        let snapshot = try Snapshot.take(of: b, generation: 1, knowledge: try a.knowledge())
+        try a.recover(from: snapshot)
+        #expect(try a.lww("flags").get("k") == nil)
+        #expect(oracle.unknownOperations(to: [a, b], inFlight: []).count == 1)
+        // A write made through the other handle, a commit the first handle did not make: read again.
+        try oracle.perform(.put(namespace: "flags", key: "j", value: "w"), on: a, deviceName: "a", time: 1)
+        #expect(oracle.unknownOperations(to: [a, b], inFlight: []).count == 1)
+        let unread = oracle.knownUnread
+        _ = try second.lww("flags").delete("j")
+        #expect(oracle.unknownOperations(to: [a, b], inFlight: []).count == 1)
+        #expect(oracle.knownUnread == unread)
+    }
+
     /// A write whose only store was restored away is forgotten, unless a frame
     /// sent before the restore still carries it to a sibling: then it is back in
     /// the world and must show everywhere. (Found by the sweep: seed 5134.)

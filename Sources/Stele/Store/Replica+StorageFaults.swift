@@ -30,3 +30,16 @@ extension Replica {
     /// How many forced storage faults have fired on this replica.
     package var storageFaultsFired: Int { faults?.fired ?? 0 }
 }
+
+extension Replica {
+    /// Where the file stands: the rows changed through this handle (rolled-back
+    /// ones too) and SQLite's count of other handles' commits. Equal at two
+    /// moments, on the same handle, the content did not change in between (a file
+    /// replaced behind SQLite's back excepted: the simulator reopens the store
+    /// after it replaces a file). `nil` when it cannot be read. For the
+    /// simulator's oracle, which reads again only what may have changed.
+    package func standing() -> (changes: Int64, dataVersion: Int64)? {
+        guard let version = try? connection.dataVersion() else { return nil }
+        return (connection.totalChanges, version)
+    }
+}
