@@ -471,6 +471,27 @@ import TestSupport
         #expect(!gate.isTurnOver(op.id, in: "chat", at: 100_000, turn: turn))
     }
 
+    /// What may go at once and what was held back join per message, by the
+    /// message id's bytes: `é` as one character and as `e` with a combining accent
+    /// are two messages (Swift's `String` holds them equal), each keeping its own
+    /// ops, in id order, the records in the ids' byte order.
+    @Test func heldBackOpsJoinTheirOwnMessageByItsIdsBytes() throws {
+        let (composed, decomposed) = ("\u{E9}", "e\u{301}")
+        func op(_ byte: UInt8, _ message: String) throws -> MessageOp {
+            MessageOp(
+                id: try MessageOpID(bytes: [UInt8](repeating: byte, count: MessageOpID.byteCount)), message: message, time: Int64(byte),
+                writer: Self.devices[0], account: Fixtures.account(), action: .react(reactor: "ana", emoji: "👍"))
+        }
+        let (a, b, c, d) = (try op(3, composed), try op(1, decomposed), try op(2, composed), try op(4, "z"))
+        let merged = FleetNode.merge(
+            [MessageRecord(message: composed, ops: [a]), MessageRecord(message: decomposed, ops: [b])],
+            [MessageRecord(message: composed, ops: [c]), MessageRecord(message: "z", ops: [d])])
+        #expect(merged.count == 3)
+        #expect(merged.map { Array($0.message.utf8) } == [Array(decomposed.utf8), Array("z".utf8), Array(composed.utf8)])
+        #expect(merged.map { $0.ops.map(\.id) } == [[b.id], [d.id], [c.id, a.id]])
+        for record in merged { #expect(record.ops.allSatisfy { Array($0.message.utf8) == Array(record.message.utf8) }) }
+    }
+
     @Test func whatCountsAsSharedRisesPerConversationAndForAll() {
         var gate = DeliveryGate()
         #expect(gate.shared("chat") == .max)

@@ -227,12 +227,14 @@ extension FleetNode {
         }
     }
 
-    /// Two lists of records with the ops of one message joined, in id order.
-    private static func merge(_ first: [MessageRecord], _ second: [MessageRecord]) -> [MessageRecord] {
-        var ops: [String: [MessageOp]] = [:]
-        for record in first + second { ops[record.message, default: []] += record.ops }
-        return ops.map { MessageRecord(message: $0.key, ops: $0.value.sorted { $0.id < $1.id }) }
-            .sorted { Array($0.message.utf8).lexicographicallyPrecedes(Array($1.message.utf8)) }
+    /// Two lists of records with the ops of one message joined, in id order. A
+    /// message is told by its id's bytes, as the store tells it: two ids Swift's
+    /// `String` holds equal (`é` as one character, and as `e` with a combining
+    /// accent) are two messages, whose ops one record would have mixed.
+    static func merge(_ first: [MessageRecord], _ second: [MessageRecord]) -> [MessageRecord] {
+        var ops: [[UInt8]: (message: String, ops: [MessageOp])] = [:]
+        for record in first + second { ops[Array(record.message.utf8), default: (record.message, [])].ops += record.ops }
+        return ops.sorted { $0.key.lexicographicallyPrecedes($1.key) }.map { MessageRecord(message: $0.value.message, ops: $0.value.ops.sorted { $0.id < $1.id }) }
     }
 
     // MARK: - Receiving

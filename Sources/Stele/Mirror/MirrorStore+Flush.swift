@@ -105,7 +105,7 @@ extension MirrorStore {
             let current = try self.cursor()
             // The cursor vouches for a gate only in the history the gate belongs to.
             let cursor = epoch != nil && current.epoch == epoch ? current.historyID : -1
-            var groups: [String: Set<String>] = [:]
+            var groups = RollupGroups()
             for answer in answers {
                 guard
                     let (qid, kind, id, attempts) = try connection.queryFirst(
@@ -143,7 +143,7 @@ extension MirrorStore {
                             claim_owner = NULL, claim_until = NULL, next_attempt_at = 0, last_error = NULL
                         WHERE qid = ?1
                         """, [.integer(qid), .text(mutation), .blob(overlaid.payload), .integer(overlaid.modifiedAt), overlaid.group.map(SQLValue.text) ?? .null, .integer(ordinal)])
-                    if let group = try self.group(kind: kind, id: id) { groups[kind, default: []].insert(group) }
+                    if let group = try self.group(kind: kind, id: id) { groups.insert(group, of: kind) }
                     continue
                 }
                 let gate: Int64
@@ -158,9 +158,9 @@ extension MirrorStore {
                     continue
                 }
                 if gate <= cursor {
-                    if let group = try self.group(kind: kind, id: id) { groups[kind, default: []].insert(group) }
+                    if let group = try self.group(kind: kind, id: id) { groups.insert(group, of: kind) }
                     try connection.execute("DELETE FROM mirror_queue WHERE qid = ?", [.integer(qid)])
-                    if let group = try self.group(kind: kind, id: id) { groups[kind, default: []].insert(group) }
+                    if let group = try self.group(kind: kind, id: id) { groups.insert(group, of: kind) }
                     recorded.retired += 1
                 } else {
                     try connection.execute(

@@ -344,7 +344,9 @@ extension MirrorStore {
             try rememberForUndo(UndoRecord(kind: kind, before: UndoRecord.Before(id: id, alive: before.alive, payload: before.payload, group: before.group)))
         }
         let after = try self.group(kind: kind, id: id)
-        try recomputeRollups([kind: Set([before.group, after].compactMap { $0 })])
+        var groups = RollupGroups()
+        for group in [before.group, after].compactMap({ $0 }) { groups.insert(group, of: kind) }
+        try recomputeRollups(groups)
         return result
     }
 

@@ -70,18 +70,18 @@ extension MirrorStore {
             var applied = Applied()
             let current = try cursor()
             // A page of an older read (another process pulled further meanwhile) moves nothing back.
-            var groups: [String: Set<String>] = [:]
+            var groups = RollupGroups()
             for record in records {
                 if current.epoch == epoch,
                     let seq = try connection.scalarInt("SELECT seq FROM mirror_records WHERE kind = ? AND id = ?", [.text(record.kind), .text(record.id)]), seq >= record.seq
                 {
                     continue
                 }
-                if let before = try group(kind: record.kind, id: record.id) { groups[record.kind, default: []].insert(before) }
+                if let before = try group(kind: record.kind, id: record.id) { groups.insert(before, of: record.kind) }
                 try writeCanonical(record)
                 applied.changed += 1
                 applied.superseded += try dropSupersededFailure(record)
-                if let after = try group(kind: record.kind, id: record.id) { groups[record.kind, default: []].insert(after) }
+                if let after = try group(kind: record.kind, id: record.id) { groups.insert(after, of: record.kind) }
             }
             let reached = current.epoch == epoch ? max(current.historyID, next) : next
             try setMeta("cursor", .integer(reached))
@@ -109,7 +109,7 @@ extension MirrorStore {
     package func applyNew(page records: [PulledRecord], next: Int64, epoch: String) throws -> Int {
         try connection.transaction {
             let current = try cursor()
-            var groups: [String: Set<String>] = [:]
+            var groups = RollupGroups()
             let insertRecord = try connection.cached(
                 "INSERT INTO mirror_records (kind, id, payload, modified_at, grp, seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6)")
             let insertMember = try connection.cached("INSERT INTO mirror_members (kind, id, set_name, member) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING")
@@ -130,7 +130,7 @@ extension MirrorStore {
                     }
                 }
                 if failuresQueued { _ = try dropSupersededFailure(record) }
-                if let group = record.group { groups[record.kind, default: []].insert(group) }
+                if let group = record.group { groups.insert(group, of: record.kind) }
             }
             insertRecord.reset()
             insertMember.reset()
@@ -138,7 +138,7 @@ extension MirrorStore {
             let kinds = Set(records.map(\.kind))
             for (kind, group) in try connection.query("SELECT DISTINCT kind, grp FROM mirror_queue WHERE grp IS NOT NULL", [], { ($0.text(0), $0.text(1)) })
             where kinds.contains(kind) {
-                groups[kind, default: []].insert(group)
+                groups.insert(group, of: kind)
             }
             let reached = current.epoch == epoch ? max(current.historyID, next) : next
             try setMeta("cursor", .integer(reached))
@@ -209,14 +209,14 @@ extension MirrorStore {
     }
 
     /// Retires every in-flight mutation whose gate `cursor` reaches.
-    private func retireEchoed(upTo cursor: Int64, groups: inout [String: Set<String>]) throws -> Int {
+    private func retireEchoed(upTo cursor: Int64, groups: inout RollupGroups) throws -> Int {
         let due = try connection.query(
             "SELECT qid, kind, id FROM mirror_queue WHERE state = 'in_flight' AND expected_history_id <= ?", [.integer(cursor)]
         ) { ($0.int64(0), $0.text(1), $0.text(2)) }
         for (qid, kind, id) in due {
-            if let group = try group(kind: kind, id: id) { groups[kind, default: []].insert(group) }
+            if let group = try group(kind: kind, id: id) { groups.insert(group, of: kind) }
             try connection.execute("DELETE FROM mirror_queue WHERE qid = ?", [.integer(qid)])
-            if let group = try group(kind: kind, id: id) { groups[kind, default: []].insert(group) }
+            if let group = try group(kind: kind, id: id) { groups.insert(group, of: kind) }
         }
         return due.count
     }

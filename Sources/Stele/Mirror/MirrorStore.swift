@@ -242,10 +242,23 @@ public final class MirrorStore {
     /// The number of the rule on kind `?1`, set `?2` and member `?3`, as a scalar subquery's SELECT.
     static let ruleSQL = "SELECT rule FROM mirror_rollup_rules WHERE kind = ?1 AND set_name = ?2 AND member = ?3"
 
+    /// Groups whose rollups to recompute, by kind. A group is told by its name's
+    /// UTF-8 bytes, as SQLite and the hub tell them: two names Swift's `String`
+    /// holds equal (`é` as one character, and as `e` with a combining accent) are
+    /// two groups, and a `Set<String>` kept one of them, whose rollup then went stale.
+    struct RollupGroups {
+        private(set) var byKind: [String: [[UInt8]: String]] = [:]
+
+        mutating func insert(_ group: String, of kind: String) {
+            byKind[kind, default: [:]][Array(group.utf8)] = group
+        }
+    }
+
     /// Recomputes the rollups of `groups` (by kind) from the effective reads. Runs
     /// in the caller's transaction: every queue change, retirement and pull calls it.
-    func recomputeRollups(_ groups: [String: Set<String>]) throws {
-        for (kind, names) in groups where !names.isEmpty {
+    func recomputeRollups(_ groups: RollupGroups) throws {
+        for (kind, named) in groups.byKind where !named.isEmpty {
+            let names = named.values.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
             let rules = try connection.query("SELECT rule, set_name, member FROM mirror_rollup_rules WHERE kind = ?", [.text(kind)]) {
                 ($0.int64(0), $0.text(1), $0.text(2))
             }
@@ -342,11 +355,11 @@ public final class MirrorStore {
     /// Every rollup from scratch (a new rule, a replay).
     func recomputeAllRollups() throws {
         try connection.execute("DELETE FROM mirror_rollups")
-        var groups: [String: Set<String>] = [:]
+        var groups = RollupGroups()
         for (kind, group) in try connection.query(
             "SELECT kind, grp FROM mirror_records WHERE grp IS NOT NULL UNION SELECT kind, grp FROM mirror_queue WHERE grp IS NOT NULL", [], { ($0.text(0), $0.text(1)) })
         {
-            groups[kind, default: []].insert(group)
+            groups.insert(group, of: kind)
         }
         try recomputeRollups(groups)
     }
