@@ -119,7 +119,8 @@ import TestSupport
         })
         #expect(phoneRuntime.status.error?.code == .unreachable)
         try rig.bringBack()
-        #expect(try eventually(30) { try laptop.value("notes", "offline") == "edit" })
+        // Generous: in a full suite beside the sweeps this machine runs several times slower.
+        #expect(try eventually(60) { try laptop.value("notes", "offline") == "edit" })
         #expect(try eventually { phoneRuntime.status.connection == .connected && phoneRuntime.status.error == nil })
     }
 
