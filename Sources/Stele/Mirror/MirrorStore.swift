@@ -258,7 +258,7 @@ public final class MirrorStore {
     /// in the caller's transaction: every queue change, retirement and pull calls it.
     func recomputeRollups(_ groups: RollupGroups) throws {
         for (kind, named) in groups.byKind where !named.isEmpty {
-            let names = named.values.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }
+            let names = named.sorted { $0.key.lexicographicallyPrecedes($1.key) }.map(\.value)
             let rules = try connection.query("SELECT rule, set_name, member FROM mirror_rollup_rules WHERE kind = ?", [.text(kind)]) {
                 ($0.int64(0), $0.text(1), $0.text(2))
             }

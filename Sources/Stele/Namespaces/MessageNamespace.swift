@@ -251,9 +251,9 @@ public struct MessageNamespace {
         return Replica.OutboxState(changes: replica.connection.changeCount(of: id), dataVersion: try replica.connection.dataVersion())
     }
 
-    /// The messages that owe a delivery, with the ops each owes, in the outbox's
-    /// order (``Replica/CachedOutbox/precedes(_:_:)``): all of them, or those of
-    /// `only` among them (one query each).
+    /// The messages that owe a delivery, with the ops each owes: all of them, in
+    /// the outbox's order (``Replica/CachedOutbox/precedes(_:_:)``), or those of
+    /// `only` among them (one query each, in no order).
     private func readOutbox(only keys: Set<[UInt8]>? = nil) throws -> Replica.OwedMessages {
         if keys == nil { replica.outboxReads += 1 } else { replica.outboxPatches += 1 }
         // One query for every owing message's ops, in the order of the messages. A
@@ -285,7 +285,8 @@ public struct MessageNamespace {
         }
         let columns = "m.key, m.posted, m.owed, o.id, o.time, o.writer, o.account, o.action, o.actor, o.content, o.scope"
         if let keys {
-            for key in keys.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
+            // Each message alone; ``Replica/CachedOutbox/replace(_:with:)`` puts each at its place.
+            for key in keys {
                 _ = try replica.connection.query(
                     "SELECT \(columns) FROM \(table) m JOIN \(opsTable) o ON o.message = m.key WHERE m.duty = 1 AND m.key = ? ORDER BY o.id",
                     [.text(String(decoding: key, as: UTF8.self))]
@@ -293,9 +294,7 @@ public struct MessageNamespace {
                 close()
                 current = nil
             }
-            // Each message alone: put in the outbox's order.
-            let order = owed.order.indices.sorted { Replica.CachedOutbox.precedes(owed.order[$0], owed.order[$1]) }
-            return Replica.OwedMessages(order: order.map { owed.order[$0] }, records: order.map { owed.records[$0] })
+            return owed
         }
         _ = try replica.connection.query(
             "SELECT \(columns) FROM \(table) m JOIN \(opsTable) o ON o.message = m.key WHERE m.duty = 1 ORDER BY m.posted, m.key, o.id"

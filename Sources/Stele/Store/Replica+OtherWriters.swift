@@ -72,9 +72,8 @@ extension Replica {
         let dataVersion: Int64
     }
 
-    /// Messages that owe a delivery, in the outbox's order, each with where it
-    /// stands in that order (``CachedOutbox/precedes(_:_:)``): its posting time
-    /// and its key's UTF-8 bytes (SQLite's `BINARY` order and equality; Swift's
+    /// Messages that owe a delivery, each with where it stands in the outbox's
+    /// order (``CachedOutbox/precedes(_:_:)``): its posting time and its key's UTF-8 bytes (SQLite's `BINARY` order and equality; Swift's
     /// `String` holds `é` as one character and as `e` with an accent equal).
     struct OwedMessages {
         var order: [(posted: Int64, key: [UInt8])] = []
@@ -101,7 +100,7 @@ extension Replica {
         }
 
         /// Drops every message of `keys` and puts in `owed` (what those messages
-        /// owe now, read again), each at its place in the order.
+        /// owe now, read again, in any order), each at its place in the order.
         mutating func replace(_ keys: Set<[UInt8]>, with owed: OwedMessages) {
             if !keys.isEmpty, order.contains(where: { keys.contains($0.key) }) {
                 var keptOrder: [(posted: Int64, key: [UInt8])] = []
