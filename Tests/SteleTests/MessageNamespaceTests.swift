@@ -524,6 +524,28 @@ import TestSupport
         #expect(replica.outboxReads < replica.outboxPatches)
     }
 
+    /// Two messages whose ids Swift's `String` holds equal (`é` in one character
+    /// and in two), posted at one time, stand side by side in the outbox's query:
+    /// read whole, they are two records, each with its own op.
+    @Test func messagesWhoseIdsAreCanonicallyEqualAreTwoInTheOutbox() throws {
+        let (replica, chat) = try Self.conversation(1)
+        var ids: [MessageOpID] = []
+        for (index, key) in ["\u{E9}", "e\u{301}"].enumerated() {
+            var id = [UInt8](repeating: 0, count: MessageOpID.byteCount)
+            id[0] = 0xB1
+            id[1] = UInt8(index)
+            let post = MessageOp(
+                id: try MessageOpID(bytes: id), message: key, time: 5_000 << 16, writer: Fixtures.device(70), account: Self.bob,
+                action: .post(author: "bob", body: "hi".bytes))
+            ids.append(post.id)
+            _ = try chat.receive(MessageRecord(message: key, ops: [post]), from: Self.bob)
+        }
+        let owed = try chat.outbox()
+        #expect(replica.outboxReads == 1)
+        #expect(owed.count == 2)
+        for record in owed { #expect(record.ops.allSatisfy { Array($0.message.utf8) == Array(record.message.utf8) }) }
+    }
+
     /// More rows changed between two reads than are worth listing: read whole, to the same answer.
     @Test func anOutboxWithManyMessagesChangedSinceIsReadWhole() throws {
         let directory = try TemporaryDirectory()

@@ -271,7 +271,8 @@ public struct MessageNamespace {
         }
         func take(_ row: Statement) throws {
             let message = row.text(0)
-            if current?.message != message {
+            // By bytes: `é` in one character and in two are two messages, side by side here.
+            if !(current?.message.utf8.elementsEqual(message.utf8) ?? false) {
                 close()
                 current = (message, row.int64(1), try row.optionalBlob(2).map { try Self.owedIDs($0, message: message, in: name) }, [])
             }
