@@ -24,6 +24,7 @@ public enum HubJSON {
     /// - Throws: ``HubRefusal`` `400 bad_request` saying what is wrong.
     public static func object(_ body: [UInt8]) throws(HubRefusal) -> JSONBody {
         guard !body.isEmpty else { throw .badRequest("the body is empty; send a JSON object") }
+        try refuseTrailingComma(body)
         let parsed: Any
         do {
             parsed = try JSONSerialization.jsonObject(with: Data(body), options: [])
@@ -32,6 +33,50 @@ public enum HubJSON {
         }
         guard let object = parsed as? [String: Any] else { throw .badRequest("the body must be a JSON object") }
         return JSONBody(fields: object)
+    }
+
+    /// Refuses a body with a comma right before `]` or `}`. JSON has none there
+    /// (RFC 8259 §4, §5: values are separated by commas, not ended by them), and
+    /// HUB-API answers malformed JSON `400`, but Foundation's parser on Linux lets
+    /// one through, so the hub looks for it first: outside strings, a comma whose
+    /// next byte past whitespace closes an object or an array.
+    /// - Throws: `400 bad_request` naming the comma's offset.
+    static func refuseTrailingComma(_ body: [UInt8]) throws(HubRefusal) {
+        if let offset = trailingComma(in: body) {
+            throw .badRequest("the body is not valid JSON: the comma at byte \(offset) ends a list or an object (JSON allows none there)")
+        }
+    }
+
+    /// The offset of the first comma outside strings that only whitespace
+    /// separates from a `]` or `}`, or `nil`.
+    public static func trailingComma(in body: [UInt8]) -> Int? {
+        var inString = false
+        var escaped = false
+        var comma: Int?
+        for (offset, byte) in body.enumerated() {
+            if inString {
+                if escaped {
+                    escaped = false
+                } else if byte == UInt8(ascii: "\\") {
+                    escaped = true
+                } else if byte == UInt8(ascii: "\"") {
+                    inString = false
+                }
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\n"), UInt8(ascii: "\r"):
+                continue
+            case UInt8(ascii: "]"), UInt8(ascii: "}"):
+                if let comma { return comma }
+            case UInt8(ascii: "\""):
+                inString = true
+            default:
+                break
+            }
+            comma = byte == UInt8(ascii: ",") ? offset : nil
+        }
+        return nil
     }
 }
 

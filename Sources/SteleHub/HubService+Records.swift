@@ -640,6 +640,8 @@ extension HubService {
         if let scanned = HubPushScanner.items(body) {
             items = scanned
         } else {
+            // The scanner reads strict JSON only; Foundation's decoder lets a trailing comma by.
+            try HubJSON.refuseTrailingComma(body)
             let parsed: PushBody
             do {
                 parsed = try JSONDecoder().decode(PushBody.self, from: Data(body))

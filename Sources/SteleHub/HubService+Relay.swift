@@ -61,14 +61,18 @@ extension HubService {
         let (caller, first) = try transaction(account) { sql in
             let caller = try authenticate(request, account, sql)
             let parameters: [SQLValue] = [.text(caller.account), .text(caller.device), .integer(after)]
+            // The cursor first: on PostgreSQL the row's lock keeps any frame from taking a
+            // number until this transaction ends.
+            let last = try sql.query(
+                "UPDATE devices SET relay_cursor = CASE WHEN relay_cursor > $3 THEN relay_cursor ELSE $3 END, last_seen_ms = $4 WHERE account = $1 AND device = $2 RETURNING mailbox_next",
+                parameters + [.integer(now())]
+            ).first?[column: 0].int64
+            if let last, after > last { try numberMailbox(of: caller, past: after, sql) }
             if try sql.execute("DELETE FROM mailbox WHERE account = $1 AND device = $2 AND seq <= $3", parameters) > 0 {
                 try sql.execute(
                     "UPDATE devices SET mailbox_bytes = (SELECT CAST(COALESCE(sum(length(frame)), 0) AS BIGINT) FROM mailbox WHERE account = $1 AND device = $2) WHERE account = $1 AND device = $2",
                     [.text(caller.account), .text(caller.device)])
             }
-            try sql.execute(
-                "UPDATE devices SET relay_cursor = CASE WHEN relay_cursor > $3 THEN relay_cursor ELSE $3 END, last_seen_ms = $4 WHERE account = $1 AND device = $2",
-                parameters + [.integer(now())])
             return (caller, try frames(of: caller, after: after, sql))
         }
         if let first { return .respond(first) }
@@ -84,6 +88,34 @@ extension HubService {
                     }
                 },
                 expire: { Self.frames([], next: after) }))
+    }
+
+    /// A cursor past the last sequence number the mailbox handed out comes from
+    /// another history of it: the hub's database was put back from a backup while
+    /// the device kept its cursor. Taken as it is, the acknowledgement would delete
+    /// unseen every frame numbered up to the cursor, those held and those sent until
+    /// the numbers caught up (the device deaf meanwhile). So the frames held are
+    /// numbered again past the cursor, in their order, and the counter moves past
+    /// them: the ack deletes none of them, and every later frame is numbered past
+    /// the cursor too. A frame the device read before the restore may come again;
+    /// delivery is at least once (HUB-API "Relay").
+    /// The caller holds the device's row (``receive(_:_:)``).
+    /// - Throws: `400 bad_request` for a cursor so far out that numbering past it overflows.
+    private func numberMailbox(of caller: Caller, past after: Int64, _ sql: any HubSQL) throws {
+        let device: [SQLValue] = [.text(caller.account), .text(caller.device)]
+        let held = try sql.query("SELECT MIN(seq), MAX(seq) FROM mailbox WHERE account = $1 AND device = $2", device).first
+        var next = after
+        if let lowest = held?[column: 0].int64, let highest = held?[column: 1].int64 {
+            let (moved, overflow) = after.addingReportingOverflow(highest - lowest + 1)
+            guard !overflow else {
+                throw HubRefusal.badRequest(
+                    "the query parameter \"after\" (\(after)) is past every sequence number this mailbox handed out, and too far to number its frames after it")
+            }
+            // Every new number is past every old one, so no two rows meet on the way.
+            try sql.execute("UPDATE mailbox SET seq = seq + $3 WHERE account = $1 AND device = $2", device + [.integer(after - lowest + 1)])
+            next = moved
+        }
+        try sql.execute("UPDATE devices SET mailbox_next = $3 WHERE account = $1 AND device = $2", device + [.integer(next)])
     }
 
     /// The caller's frames after `after`, or `nil` when there are none; the

@@ -38,6 +38,9 @@ struct Options {
     var all: [String: [String]] = [:]
     var flags: Set<String> = []
 
+    /// The options that may come more than once.
+    static let repeatable: Set<String> = ["--postgres"]
+
     init(_ arguments: ArraySlice<String>, options: Set<String>, flags: Set<String>) throws {
         var iterator = arguments.makeIterator()
         while let argument = iterator.next() {
@@ -45,6 +48,10 @@ struct Options {
                 self.flags.insert(argument)
             } else if options.contains(argument) {
                 guard let value = iterator.next() else { throw UsageError(message: "\(argument) needs a value") }
+                guard !value.isEmpty else { throw UsageError(message: "\(argument) needs a value, not an empty one") }
+                if let earlier = values[argument], !Self.repeatable.contains(argument) {
+                    throw UsageError(message: "\(argument) is given twice ('\(earlier)' and '\(value)'); give it once")
+                }
                 values[argument] = value
                 all[argument, default: []].append(value)
             } else {
@@ -72,12 +79,17 @@ func openStorage(_ options: Options) throws -> any HubStorage {
         return try ShardedHubStorage(shards: try urls.map { try PostgresHubStorage(url: $0) })
     }
     let directory = options.values["--data"] ?? "./stele-hub-data"
+    try createDataDirectory(directory)
+    return try SQLiteHubStorage(path: "\(directory)/hub.sqlite")
+}
+
+/// Creates an SQLite hub's data directory if it is not there.
+func createDataDirectory(_ directory: String) throws {
     do {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     } catch {
         throw HubStorageError(.unavailable, "cannot create the data directory \(directory): \(error.localizedDescription)")
     }
-    return try SQLiteHubStorage(path: "\(directory)/hub.sqlite")
 }
 
 /// Where `serve` writes down the history it announced, beside an SQLite database
@@ -102,13 +114,48 @@ func writeAnnounced(_ announced: HubService.Announced, _ path: String?) throws {
 /// The storage the options name, for a command that works on a hub that exists:
 /// a missing SQLite database is an error, and nothing is created.
 func openExistingStorage(_ options: Options, naming what: String) throws -> any HubStorage {
-    if options.values["--postgres"] == nil {
-        let file = "\(options.values["--data"] ?? "./stele-hub-data")/hub.sqlite"
-        guard FileManager.default.fileExists(atPath: file) else {
-            throw HubStorageError(.unavailable, "there is no hub database at \(file): name \(what) with --data DIR (or --postgres URL)")
-        }
-    }
+    try requireDatabase(options, naming: what)
     return try openStorage(options)
+}
+
+/// Refuses an SQLite hub's data directory that holds no database (nothing is created there).
+func requireDatabase(_ options: Options, naming what: String) throws {
+    guard options.values["--postgres"] == nil else { return }
+    let file = "\(options.values["--data"] ?? "./stele-hub-data")/hub.sqlite"
+    guard FileManager.default.fileExists(atPath: file) else {
+        throw HubStorageError(.unavailable, "there is no hub database at \(file): name \(what) with --data DIR (or --postgres URL)")
+    }
+}
+
+/// A failure of a command that is no usage mistake: its message alone, exit status 1.
+struct CommandError: Error, CustomStringConvertible {
+    let description: String
+}
+
+/// The advisory lock on an SQLite hub's data directory (`DIR/hub.lock`): `serve`
+/// holds it shared for as long as it runs, `restored` takes it alone. So
+/// `restored` never runs under a serving hub, which would write its own run over
+/// the note `restored` wrote beside the database and, at its next start, rewind
+/// every client's history a second time. The kernel lets it go when the process
+/// ends, SIGKILL included. `nil` on PostgreSQL (several hubs share one database;
+/// the operator stops them all before `restored`).
+/// - Returns: the descriptor holding the lock (`serve` keeps it open until it exits).
+func lockDataDirectory(_ options: Options, exclusive: Bool) throws -> Int32? {
+    guard options.values["--postgres"] == nil else { return nil }
+    let directory = options.values["--data"] ?? "./stele-hub-data"
+    let path = "\(directory)/hub.lock"
+    let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+    guard descriptor >= 0 else {
+        throw HubStorageError(.unavailable, "cannot open the lock file \(path): \(String(cString: strerror(errno))); check the data directory is writable")
+    }
+    guard flock(descriptor, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) == 0 else {
+        close(descriptor)
+        throw CommandError(
+            description: exclusive
+                ? "a stele-hub serve is running on \(directory) (it holds \(path)): stop it first (SIGTERM), then run restored, then start serve again"
+                : "stele-hub restored is running on \(directory) (it holds \(path)): start serve once it has finished")
+    }
+    return descriptor
 }
 
 /// Writes one line to standard error.
@@ -156,6 +203,11 @@ func serve(_ arguments: ArraySlice<String>) throws {
     serverConfiguration.log = { line in
         FileHandle.standardError.write(Data((line + "\n").utf8))
     }
+    if let directory = options.values["--postgres"] == nil ? options.values["--data"] ?? "./stele-hub-data" : nil {
+        try createDataDirectory(directory)
+    }
+    // Held until the process ends (never closed: the kernel lets it go then).
+    _ = try lockDataDirectory(options, exclusive: false)
     let storage = try openStorage(options)
     let service = HubService(storage: storage, configuration: configuration)
     // A database put back from a backup (or a failover) rewinds the history: a new epoch
@@ -237,7 +289,10 @@ func invite(_ arguments: ArraySlice<String>) throws {
 /// replays and pushes again what it saw past that (HUB-API "Records").
 func restored(_ arguments: ArraySlice<String>) throws {
     let options = try Options(arguments, options: ["--data", "--postgres"], flags: [])
-    let storage = try openExistingStorage(options, naming: "the restored one")
+    try requireDatabase(options, naming: "the restored one")
+    let lock = try lockDataDirectory(options, exclusive: true)
+    defer { if let lock { close(lock) } }
+    let storage = try openStorage(options)
     defer { storage.close() }
     let now = Int64(Date().timeIntervalSince1970 * 1000)
     // Every shard's history starts a new epoch: which database was put back is not for the hub to guess.
@@ -272,6 +327,10 @@ func run() -> Int32 {
         return 0
     }
     let rest = arguments.dropFirst()
+    if rest.contains(where: { ["--help", "-h"].contains($0) }) {
+        print(usage)
+        return 0
+    }
     do {
         switch command {
         case "serve": try serve(rest)
@@ -292,6 +351,9 @@ func run() -> Int32 {
         return 2
     } catch let error as HubStorageError {
         printError("stele-hub \(command): \(error.message)")
+        return 1
+    } catch let error as CommandError {
+        printError("stele-hub \(command): \(error.description)")
         return 1
     } catch {
         printError("stele-hub \(command): \(error)")

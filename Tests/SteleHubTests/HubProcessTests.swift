@@ -382,6 +382,34 @@ import TestSupport
         #expect(hubLibraries.contains("libpq") && hubLibraries.contains("libmicrohttpd"))
     }
 
+    /// `restored` under a serving hub would have the hub write its own run over the
+    /// note `restored` wrote, and rewind every client a second time at its next
+    /// start: it is refused until the hub stops, and changes nothing.
+    @Test func restoredIsRefusedWhileTheHubServesItsDirectory() throws {
+        let folder = try TemporaryDirectory("stele-hub-restored-live")
+        let data = folder.file("hub")
+        let hub = try HubProcess(["--data", data])
+        let note = "\(data)/hub.sqlite.announced"
+        let before = try String(contentsOfFile: note, encoding: .utf8)
+        let refused = try Self.run(["restored", "--data", data])
+        #expect(refused.status == 1)
+        #expect(refused.error.contains("a stele-hub serve is running on \(data)"), "\(refused.error)")
+        #expect(refused.error.contains("stop it first"), "\(refused.error)")
+        #expect(try String(contentsOfFile: note, encoding: .utf8) == before, "a refused restored writes nothing")
+        #expect(hub.signal(SIGKILL) == SIGKILL)
+        let done = try Self.run(["restored", "--data", data])
+        #expect(done.status == 0, "\(done.error)")
+        #expect(done.output.contains("record history: epoch "))
+        // The next start takes the restored history as it is: no second rewind.
+        let restarted = try HubProcess(["--data", data])
+        #expect(restarted.signal(SIGTERM) == 0)
+        // Its last line read means every line before it was (the same pipe, in order).
+        let deadline = Date().addingTimeInterval(10)
+        while !restarted.log.contains("stele-hub stopped"), Date() < deadline { usleep(20_000) }
+        #expect(restarted.log.contains("stele-hub stopped"), "\(restarted.log)")
+        #expect(!restarted.log.contains("was rewound"), "\(restarted.log)")
+    }
+
     @Test func usageErrorsExitTwoAndSayWhatToDo() throws {
         let typo = try Self.run(["serve", "--dta", "x"])
         #expect(typo.status == 2)
@@ -390,6 +418,17 @@ import TestSupport
         #expect(command.status == 2)
         #expect(command.error.contains("did you mean 'serve'?"))
         #expect(try Self.run(["serve", "--listen", "nowhere"]).status == 2)
+        let twice = try Self.run(["serve", "--listen", "127.0.0.1:1", "--listen", "127.0.0.1:2"])
+        #expect(twice.status == 2)
+        #expect(twice.error.contains("--listen is given twice ('127.0.0.1:1' and '127.0.0.1:2'); give it once"), "\(twice.error)")
+        let empty = try Self.run(["serve", "--data", ""])
+        #expect(empty.status == 2)
+        #expect(empty.error.contains("--data needs a value, not an empty one"), "\(empty.error)")
+        for command in ["serve", "restored", "invite", "compact"] {
+            let help = try Self.run([command, "--help"])
+            #expect(help.status == 0, "\(command) --help")
+            #expect(help.output.contains("usage: stele-hub COMMAND"), "\(command) --help")
+        }
         #expect(try Self.run(["serve", "--tls-cert", "/nonexistent"]).status == 2)
         // Every limit is a flag; a value that is no positive whole number is a usage error.
         for flag in ["--max-mutations-per-push", "--max-changes-per-page", "--max-clock-ahead"] {

@@ -664,6 +664,42 @@ import TestSupport
 
     // MARK: - Bad input
 
+    /// JSON has no comma before `]` or `}` (RFC 8259 §4, §5), and HUB-API answers
+    /// malformed JSON `400`; Foundation's parser on Linux lets one through, so
+    /// every body the hub reads is looked at first. A comma inside a string is text.
+    @Test(arguments: Backend.allCases) func aTrailingCommaIsMalformedJSONEverywhere(_ backend: Backend) throws {
+        let a = try Account(backend)
+        let before = try a.hub.snapshot()
+        let bodies: [(String, String, String)] = [
+            ("POST", "records/push", #"{"mutations":[{"mutation":"m1","kind":"k","id":"i","op":"put","payload":"eA==","modifiedAt":1},]}"#),
+            ("POST", "records/push", #"{"mutations":[],}"#),
+            ("POST", "records/push", "{\"mutations\":[{\"mutation\":\"m2\",\"kind\":\"k\",\"id\":\"i\",\"op\":\"put\",\"payload\":\"eA==\",\"modifiedAt\":1 ,\n }]}"),
+            ("PUT", "records/k/i", #"{"payload":"eA==","modifiedAt":1,}"#),
+            ("PUT", "kinds/k", #"{"appendOnly":false,}"#),
+        ]
+        for (method, path, body) in bodies {
+            let answer = a.hub.call(method, "\(a.base)/\(path)", body: Array(body.utf8), token: a.token)
+            #expect(answer.status == 400, "\(body): \(answer.text)")
+            #expect(answer.errorCode == "bad_request")
+            #expect(answer.text.contains("comma"), "\(answer.text)")
+        }
+        #expect(try a.hub.snapshot() == before, "nothing of a refused body is applied")
+        // Commas, brackets, quotes and backslashes inside strings are the record's text.
+        let tricky = #"{"mutations":[{"mutation":"m3","kind":"k","id":"a,]\",}","op":"put","payload":"eA==","modifiedAt":1}]}"#
+        let pushed = a.hub.call("POST", "\(a.base)/records/push", body: Array(tricky.utf8), token: a.token)
+        #expect(pushed.status == 200, "\(pushed.text)")
+        #expect(pushed.text.contains("applied"), "\(pushed.text)")
+    }
+
+    @Test func theTrailingCommaCheckReadsStringsAsText() {
+        for (text, offset) in [("[1,]", 2), ("{\"a\":1 , \n}", 7), ("[[1],[2,],3]", 7), ("{\"a\":[1,\t]}", 7)] as [(String, Int)] {
+            #expect(HubJSON.trailingComma(in: Array(text.utf8)) == offset, "\(text)")
+        }
+        for text in ["[1,2]", "{}", "[]", #"{"a":",]"}"#, #"{"a":"\",}"}"#, #"["\\",1]"#, #"[",",",}"]"#, ""] {
+            #expect(HubJSON.trailingComma(in: Array(text.utf8)) == nil, "\(text)")
+        }
+    }
+
     @Test(arguments: Backend.allCases) func badPushesAreRefusedWholeNamingTheField(_ backend: Backend) throws {
         let a = try Account(backend) { $0.maximumRecordBytes = 16 }
         a.push([Self.put("keep", "v", at: 1)])

@@ -293,6 +293,42 @@ import TestSupport
         #expect(try RelayBody(hub.call("GET", "\(relay)?wait=0", token: token).body).frames.isEmpty)
     }
 
+    /// A cursor past every number the mailbox handed out (the hub's database put
+    /// back from a backup while the device kept its cursor) deletes no frame unseen:
+    /// the frames held, and every later one, are numbered past it.
+    @Test(arguments: Backend.allCases) func aCursorPastTheMailboxLosesNoFrame(_ backend: Backend) throws {
+        let hub = try HubHarness(backend)
+        let founder = Fixtures.identity(1)
+        let laptop = Fixtures.identity(2)
+        let account = try hub.found(founder)
+        let token = try hub.session(founder, account)
+        try hub.approve(laptop, by: founder, account, token: token)
+        let laptopToken = try hub.session(laptop, account)
+        let relay = "/v1/accounts/\(account.hex)/relay"
+        func send(_ frame: [UInt8]) -> String { hub.call("POST", "\(relay)/\(laptop.deviceID.hex)", body: frame, token: token).text }
+        func read(after: Int64) throws -> RelayBody { try RelayBody(hub.call("GET", "\(relay)?after=\(after)&wait=0", token: laptopToken).body) }
+        #expect(send([1]) == #"{"seq":1}"#)
+        #expect(try read(after: 1) == RelayBody(next: 1, frames: []))
+        // Two frames land; the laptop comes back with cursor 7, of a history the mailbox lost.
+        #expect(send([2]) == #"{"seq":2}"#)
+        #expect(send([3, 3]) == #"{"seq":3}"#)
+        #expect(try read(after: 7) == RelayBody(next: 9, frames: [(8, [2]), (9, [3, 3])]))
+        #expect(send([4]) == #"{"seq":10}"#)
+        #expect(try read(after: 9) == RelayBody(next: 10, frames: [(10, [4])]))
+        // An empty mailbox: the next frame is numbered past the cursor.
+        #expect(try read(after: 10) == RelayBody(next: 10, frames: []))
+        #expect(try read(after: 30) == RelayBody(next: 30, frames: []))
+        #expect(send([5]) == #"{"seq":31}"#)
+        #expect(try read(after: 30) == RelayBody(next: 31, frames: [(31, [5])]))
+        // A cursor too far to number after is refused, and loses nothing.
+        #expect(send([6]) == #"{"seq":32}"#)
+        let refused = hub.call("GET", "\(relay)?after=\(Int64.max)&wait=0", token: laptopToken)
+        #expect(refused.status == 400)
+        #expect(refused.errorCode == "bad_request")
+        #expect(try read(after: 31) == RelayBody(next: 32, frames: [(32, [6])]))
+        #expect(try read(after: 32) == RelayBody(next: 32, frames: []))
+    }
+
     @Test(arguments: Backend.allCases) func aParkedPollAnswersWhenAFrameLands(_ backend: Backend) throws {
         let hub = try HubHarness(backend)
         let founder = Fixtures.identity(1)
