@@ -341,6 +341,28 @@ import TestSupport
         try world.expectReadsEqualTheHub("note")
     }
 
+    /// A restored hub lost two members whose names Swift's `String` holds equal
+    /// (`é` as one character and as `e` + U+0301): the replay sends both back.
+    @Test(arguments: Backend.allCases) func aRewoundHubGetsBackMembersWhoseNamesAreCanonicallyEqual(_ backend: Backend) throws {
+        let world = try World(backend)
+        let phone = try world.client("phone")
+        let (composed, decomposed) = ("\u{E9}", "e\u{301}")
+        try phone.store.put(kind: "note", id: "n", payload: Array("v".utf8))
+        try phone.sync()
+        let copy = try world.backup()
+        try phone.store.add(kind: "note", id: "n", set: "labels", member: decomposed)
+        try phone.store.add(kind: "note", id: "n", set: "labels", member: composed)
+        try phone.sync()
+        #expect(try world.hubMembers("note", "n").count == 2)
+        try world.restore(copy)
+        #expect(try world.hubMembers("note", "n").isEmpty)
+        try phone.sync()
+        try phone.sync()
+        let members = try world.hubMembers("note", "n").map { Array($0.utf8) }.sorted { $0.lexicographicallyPrecedes($1) }
+        #expect(members == [Array(decomposed.utf8), Array(composed.utf8)])
+        #expect(try phone.store.members(kind: "note", id: "n", set: "labels").count == 2)
+    }
+
     @Test func aWipedClientDownloadsAgain() throws {
         let world = try World(.sqlite)
         let phone = try world.client("phone")

@@ -225,13 +225,14 @@ import TestSupport
             if let unencodable { try visit(LedgerEntity(kind: "reading", id: "nan", encoding: unencodable)) }
         }
 
+        // Names compared by their bytes, as a database compares them (Swift's `==` holds `é` and `e` + U+0301 equal).
         func payload(kind: String, id: String) throws -> [UInt8]? {
-            entities.last { $0.kind == kind && $0.id == id }?.payload
+            entities.last { $0.kind.utf8.elementsEqual(kind.utf8) && $0.id.utf8.elementsEqual(id.utf8) }?.payload
         }
 
         func apply(_ changes: [LedgerChange]) throws {
             for change in changes {
-                entities.removeAll { $0.kind == change.kind && $0.id == change.id }
+                entities.removeAll { $0.kind.utf8.elementsEqual(change.kind.utf8) && $0.id.utf8.elementsEqual(change.id.utf8) }
                 if case .upsert(let kind, let id, let payload) = change { entities.append(LedgerEntity(kind: kind, id: id, payload: payload)) }
             }
         }
@@ -316,6 +317,37 @@ import TestSupport
         source.entities = [Self.entity("b", "2"), Self.entity("a", "1"), Self.entity("b", "2")]
         let duplicate = #expect(throws: LedgerError.self) { try ledger.pass() }
         #expect(duplicate?.code == .duplicateEntity)
+    }
+
+    /// `é` as one character and as `e` + U+0301 are two entities to the app's
+    /// store, the stamps and the hub, though Swift's `String` holds them equal: a
+    /// pass keeps them apart, whatever order the source lists them in, and the
+    /// deletion of either becomes its own tombstone.
+    @Test(arguments: [false, true]) func entitiesWhoseIdsAreCanonicallyEqualAreTwo(inByteOrder: Bool) throws {
+        let directory = try TemporaryDirectory()
+        let source = ListSource()
+        var configuration = Ledger.Configuration()
+        configuration.clock = ManualWallClock(milliseconds: Self.start)
+        let ledger = try Ledger(path: directory.file("list.ledger"), source: source, account: Self.account, hub: Self.hub, configuration: configuration)
+        let composed = "\u{E9}"
+        let decomposed = "e\u{301}"
+        // In byte order: 65 CC 81, then 7A, then C3 A9.
+        let both = [Self.entity(decomposed, "decomposed"), Self.entity("z", "z"), Self.entity(composed, "composed")]
+        source.entities = inByteOrder ? both : both.reversed()
+        let first = try ledger.pass()
+        #expect(first.entities == 3 && first.upserts == 3)
+        #expect(try ledger.stamps().map { Array($0.id.utf8) } == [Array(decomposed.utf8), Array("z".utf8), Array(composed.utf8)])
+        // The composed one is deleted: its tombstone, and the decomposed one untouched.
+        source.entities.removeAll { $0.id.utf8.elementsEqual(composed.utf8) }
+        let second = try ledger.pass()
+        #expect(second.upserts == 0 && second.tombstones == 1)
+        let gone = try #require(try ledger.stamp(kind: "note", id: composed))
+        #expect(gone.fingerprint == nil)
+        let kept = try ledger.stamps().filter { $0.id.utf8.elementsEqual(decomposed.utf8) }
+        #expect(kept.count == 1 && kept.first?.fingerprint == Self.fingerprint("decomposed"))
+        // A pass with nothing changed queues nothing.
+        let third = try ledger.pass()
+        #expect(third.upserts == 0 && third.tombstones == 0)
     }
 
     // MARK: - 3. An app's own Codable file as a source

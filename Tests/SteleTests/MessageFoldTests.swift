@@ -27,6 +27,23 @@ import TestSupport
         }
     }
 
+    /// `é` as one character and as `e` + U+0301 are two messages (the store and
+    /// the wire tell ids by their bytes): a record refuses an op of the other,
+    /// a history keeps it out, and a fold applies none of its edits.
+    @Test func anOpOfACanonicallyEqualIdIsAnotherMessages() throws {
+        let (composed, decomposed) = ("\u{E9}", "e\u{301}")
+        let post = Self.op(1, at: 100, .post(author: "ana", body: Array("hello".utf8)), message: composed)
+        let foreign = Self.op(2, at: 200, .edit(body: Array("other".utf8)), message: decomposed)
+        let refused = #expect(throws: ReplicaError.self) { try MessageRecord(message: composed, ops: [post, foreign]).validate() }
+        #expect(refused?.code == .invalidRecord)
+        var history = MessageHistory(message: composed)
+        let stored = history.insert(post)
+        let storedForeign = history.insert(foreign)
+        #expect(stored && !storedForeign)
+        #expect(history.row?.body == Array("hello".utf8))
+        #expect(MessageFold.fold([post, foreign])?.body == Array("hello".utf8))
+    }
+
     @Test func anEditAppliesAndTheLaterOfTwoEditsWins() throws {
         let first = Self.op(2, at: 200, .edit(body: Array("hello, world".utf8)))
         let second = Self.op(3, at: 300, .edit(body: Array("hi".utf8)))

@@ -22,9 +22,21 @@ extension Ledger {
         public init() {}
     }
 
+    /// An entity's kind and id, equal only when their UTF-8 bytes are: the app's
+    /// store, the stamps and the hub hold `é` and `e` + U+0301 as two entities,
+    /// which Swift's `String` holds equal (and hashes alike).
     struct Key: Hashable {
         let kind: String
         let id: String
+
+        static func == (lhs: Key, rhs: Key) -> Bool {
+            lhs.kind.utf8.elementsEqual(rhs.kind.utf8) && lhs.id.utf8.elementsEqual(rhs.id.utf8)
+        }
+
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(bytes: kind)
+            hasher.combine(bytes: id)
+        }
     }
 
     /// Diffs the app's current entities against the stamps and queues what changed,
@@ -407,5 +419,14 @@ extension Ledger {
                 """, [.text("\(client)-\(number)"), .text(kind), .text(id), .integer(date), .integer(number)])
         }
         return date
+    }
+}
+
+extension Hasher {
+    /// Feeds `text`'s UTF-8 bytes and their count (so ("ab", "c") and ("a", "bc") differ).
+    mutating func combine(bytes text: String) {
+        var text = text
+        text.withUTF8 { combine(bytes: UnsafeRawBufferPointer($0)) }
+        combine(text.utf8.count)
     }
 }

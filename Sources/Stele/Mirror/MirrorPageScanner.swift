@@ -99,7 +99,7 @@ struct MirrorPageScanner {
         var payload: [UInt8]??
         var modifiedAt: Int64?
         var group: String??
-        var sets: [String: [String]]?
+        var sets: [MirrorStore.MemberSet]?
         var seq: Int64?
         if !take(UInt8(ascii: "}")) {
             while true {
@@ -128,7 +128,7 @@ struct MirrorPageScanner {
                 case "sets":
                     guard sets == nil else { return nil }
                     if takeNull() {
-                        sets = [:]
+                        sets = []
                     } else {
                         guard let value = memberSets() else { return nil }
                         sets = value
@@ -147,16 +147,19 @@ struct MirrorPageScanner {
         // The fields JSONDecoder requires of a record; the optional ones default as it would.
         guard let kind, let id, let modifiedAt, let seq else { return nil }
         return MirrorStore.PulledRecord(
-            kind: kind, id: id, payload: payload ?? nil, modifiedAt: modifiedAt, group: group ?? nil, sets: sets ?? [:], seq: seq)
+            kind: kind, id: id, payload: payload ?? nil, modifiedAt: modifiedAt, group: group ?? nil, sets: sets ?? [], seq: seq)
     }
 
-    /// `{"set": ["member", ...], ...}`; a set named twice is given up on (JSONDecoder keeps one of them).
-    private mutating func memberSets() -> [String: [String]]? {
+    /// `{"set": ["member", ...], ...}`, in the body's order. Names are told apart
+    /// by their bytes, as the hub tells them: `é` as one character and as `e` +
+    /// U+0301 are two sets. A name written twice, byte for byte, is given up on.
+    private mutating func memberSets() -> [MirrorStore.MemberSet]? {
         guard take(UInt8(ascii: "{")) else { return nil }
-        var sets: [String: [String]] = [:]
+        var sets: [MirrorStore.MemberSet] = []
+        var names = Set<[UInt8]>()
         if take(UInt8(ascii: "}")) { return sets }
         while true {
-            guard let name = string(), sets[name] == nil, take(UInt8(ascii: ":")), take(UInt8(ascii: "[")) else { return nil }
+            guard let name = string(), names.insert(Array(name.utf8)).inserted, take(UInt8(ascii: ":")), take(UInt8(ascii: "[")) else { return nil }
             var members: [String] = []
             if !take(UInt8(ascii: "]")) {
                 while true {
@@ -167,7 +170,7 @@ struct MirrorPageScanner {
                     break
                 }
             }
-            sets[name] = members
+            sets.append(MirrorStore.MemberSet(name: name, members: members))
             if take(UInt8(ascii: ",")) { continue }
             return take(UInt8(ascii: "}")) ? sets : nil
         }

@@ -9,10 +9,13 @@ extension MirrorStore {
         package var payload: [UInt8]?
         package var modifiedAt: Int64
         package var group: String?
-        package var sets: [String: [String]]
+        /// Its member sets, in the order the hub sent them. A list, not a dictionary:
+        /// the hub keeps set names apart by their bytes, and a `[String: …]` holds `é`
+        /// as one character and as `e` + U+0301 as one key, dropping a set.
+        package var sets: [MemberSet]
         package var seq: Int64
 
-        package init(kind: String, id: String, payload: [UInt8]?, modifiedAt: Int64, group: String?, sets: [String: [String]], seq: Int64) {
+        package init(kind: String, id: String, payload: [UInt8]?, modifiedAt: Int64, group: String?, sets: [MemberSet], seq: Int64) {
             self.kind = kind
             self.id = id
             self.payload = payload
@@ -20,6 +23,30 @@ extension MirrorStore {
             self.group = group
             self.sets = sets
             self.seq = seq
+        }
+
+        /// Sets given as a dictionary (whose keys are distinct to Swift), put in the order of their names' bytes.
+        package init(kind: String, id: String, payload: [UInt8]?, modifiedAt: Int64, group: String?, sets: [String: [String]], seq: Int64) {
+            let ordered = sets.map { MemberSet(name: $0.key, members: $0.value) }.sorted { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) }
+            self.init(kind: kind, id: id, payload: payload, modifiedAt: modifiedAt, group: group, sets: ordered, seq: seq)
+        }
+    }
+
+    /// One named member set of a pulled record.
+    package struct MemberSet: Sendable, Equatable {
+        package var name: String
+        package var members: [String]
+
+        package init(name: String, members: [String]) {
+            self.name = name
+            self.members = members
+        }
+
+        /// Names and members compared by their bytes, as the hub compares them.
+        package static func == (lhs: MemberSet, rhs: MemberSet) -> Bool {
+            lhs.name.utf8.elementsEqual(rhs.name.utf8)
+                && lhs.members.count == rhs.members.count
+                && zip(lhs.members, rhs.members).allSatisfy { $0.utf8.elementsEqual($1.utf8) }
         }
     }
 
@@ -122,10 +149,10 @@ extension MirrorStore {
                     record.group.map(SQLValue.text) ?? .null, .integer(record.seq),
                 ])
                 _ = try insertRecord.step()
-                for (set, members) in record.sets {
-                    for member in members {
+                for set in record.sets {
+                    for member in set.members {
                         insertMember.reset()
-                        try insertMember.bind([.text(record.kind), .text(record.id), .text(set), .text(member)])
+                        try insertMember.bind([.text(record.kind), .text(record.id), .text(set.name), .text(member)])
                         _ = try insertMember.step()
                     }
                 }
@@ -159,11 +186,11 @@ extension MirrorStore {
             [.text(record.kind), .text(record.id), record.payload.map(SQLValue.blob) ?? .null, .integer(record.modifiedAt), record.group.map(SQLValue.text) ?? .null,
              .integer(record.seq)])
         try connection.execute("DELETE FROM mirror_members WHERE kind = ? AND id = ?", [.text(record.kind), .text(record.id)])
-        for (set, members) in record.sets {
-            for member in members {
+        for set in record.sets {
+            for member in set.members {
                 try connection.execute(
                     "INSERT INTO mirror_members (kind, id, set_name, member) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                    [.text(record.kind), .text(record.id), .text(set), .text(member)])
+                    [.text(record.kind), .text(record.id), .text(set.name), .text(member)])
             }
         }
     }
@@ -390,10 +417,23 @@ extension MirrorStore {
         // hub's goes back. A copy at or below `common` is what the hub held there, so a
         // difference is a change the hub took since, and it stands.
         guard mine.payload != nil, mine.seq > common else { return }
-        let ours = Set(try connection.query("SELECT set_name, member FROM mirror_members WHERE kind = ? AND id = ?", [.text(kind), .text(id)]) { [$0.text(0), $0.text(1)] })
-        let theirs = Set((record?.sets ?? [:]).flatMap { set, members in members.map { [set, $0] } })
-        for pair in ours.subtracting(theirs) { try requeueMember(kind: kind, id: id, op: "add", set: pair[0], member: pair[1]) }
-        for pair in theirs.subtracting(ours) { try requeueMember(kind: kind, id: id, op: "remove", set: pair[0], member: pair[1]) }
+        // Pairs told apart by their bytes (a `Set<[String]>` holds `é` and `e` + U+0301 equal, and lost a member).
+        func pairs(_ list: [(set: String, member: String)]) -> [[[UInt8]]: (set: String, member: String)] {
+            Dictionary(list.map { ([Array($0.set.utf8), Array($0.member.utf8)], $0) }, uniquingKeysWith: { first, _ in first })
+        }
+        func inOrder(_ keys: some Sequence<[[UInt8]]>) -> [[[UInt8]]] {
+            keys.sorted { $0[0] == $1[0] ? $0[1].lexicographicallyPrecedes($1[1]) : $0[0].lexicographicallyPrecedes($1[0]) }
+        }
+        let ours = pairs(try connection.query("SELECT set_name, member FROM mirror_members WHERE kind = ? AND id = ?", [.text(kind), .text(id)]) { ($0.text(0), $0.text(1)) })
+        let theirs = pairs((record?.sets ?? []).flatMap { set in set.members.map { (set.name, $0) } })
+        for key in inOrder(ours.keys) where theirs[key] == nil {
+            let pair = ours[key]!
+            try requeueMember(kind: kind, id: id, op: "add", set: pair.set, member: pair.member)
+        }
+        for key in inOrder(theirs.keys) where ours[key] == nil {
+            let pair = theirs[key]!
+            try requeueMember(kind: kind, id: id, op: "remove", set: pair.set, member: pair.member)
+        }
     }
 
     private func requeueMember(kind: String, id: String, op: String, set: String, member: String) throws {

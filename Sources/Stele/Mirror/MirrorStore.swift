@@ -246,18 +246,19 @@ public final class MirrorStore {
     /// UTF-8 bytes, as SQLite and the hub tell them: two names Swift's `String`
     /// holds equal (`é` as one character, and as `e` with a combining accent) are
     /// two groups, and a `Set<String>` kept one of them, whose rollup then went stale.
+    /// Kinds are told by their bytes the same way.
     struct RollupGroups {
-        private(set) var byKind: [String: [[UInt8]: String]] = [:]
+        private(set) var byKind: [[UInt8]: (kind: String, groups: [[UInt8]: String])] = [:]
 
         mutating func insert(_ group: String, of kind: String) {
-            byKind[kind, default: [:]][Array(group.utf8)] = group
+            byKind[Array(kind.utf8), default: (kind, [:])].groups[Array(group.utf8)] = group
         }
     }
 
     /// Recomputes the rollups of `groups` (by kind) from the effective reads. Runs
     /// in the caller's transaction: every queue change, retirement and pull calls it.
     func recomputeRollups(_ groups: RollupGroups) throws {
-        for (kind, named) in groups.byKind where !named.isEmpty {
+        for (kind, named) in groups.byKind.values where !named.isEmpty {
             let names = named.sorted { $0.key.lexicographicallyPrecedes($1.key) }.map(\.value)
             let rules = try connection.query("SELECT rule, set_name, member FROM mirror_rollup_rules WHERE kind = ?", [.text(kind)]) {
                 ($0.int64(0), $0.text(1), $0.text(2))
@@ -316,9 +317,13 @@ public final class MirrorStore {
         } catch let recomputed as Recomputed {
             fresh = recomputed.rows
         }
-        let keptSet = Set(kept)
-        let freshSet = Set(fresh)
-        return keptSet.subtracting(freshSet).sorted().map { "kept \($0)" } + freshSet.subtracting(keptSet).sorted().map { "recomputed \($0)" }
+        // Rows told apart by their bytes: a `Set<String>` holds a row of group `é` equal to one of `e` + U+0301.
+        let keptSet = Set(kept.map { Array($0.utf8) })
+        let freshSet = Set(fresh.map { Array($0.utf8) })
+        func lines(_ rows: Set<[UInt8]>, _ label: String) -> [String] {
+            rows.sorted { $0.lexicographicallyPrecedes($1) }.map { "\(label) \(String(decoding: $0, as: UTF8.self))" }
+        }
+        return lines(keptSet.subtracting(freshSet), "kept") + lines(freshSet.subtracting(keptSet), "recomputed")
     }
 
     /// The rollups a set delta on record `id` of `group` can change, brought up

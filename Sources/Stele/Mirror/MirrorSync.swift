@@ -269,6 +269,9 @@ public final class MirrorSync {
         let payload: String?
         let modifiedAt: Int64
         let group: String?
+        /// JSONDecoder keeps one of two set names Swift holds equal (`é` as one
+        /// character and as `e` + U+0301): only a page of an unusual shape comes this
+        /// way; the hub's own pages go through ``MirrorPageScanner``, which keeps both.
         let sets: [String: [String]]?
         let seq: Int64
     }

@@ -273,7 +273,7 @@ public enum MessageFold {
             case let .post(author, body) = post.action
         else { return nil }
         var row = MessageRow(message: post.message, author: author, postedAt: post.time, body: body, postOp: post.id, authorAccount: post.account)
-        for op in ordered where op.message == post.message && op.id != post.id {
+        for op in ordered where op.message.utf8.elementsEqual(post.message.utf8) && op.id != post.id {
             apply(op, to: &row)
         }
         return row
@@ -398,7 +398,7 @@ public struct MessageHistory: Sendable, Equatable {
     /// - Returns: whether anything was stored.
     @discardableResult
     public mutating func insert(_ op: MessageOp) -> Bool {
-        guard op.message == message, ops[op.id] == nil else { return false }
+        guard op.message.utf8.elementsEqual(message.utf8), ops[op.id] == nil else { return false }
         if op.isDelete {
             ops = ops.mapValues(\.purged)
             ops[op.id] = op

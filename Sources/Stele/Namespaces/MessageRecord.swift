@@ -32,7 +32,8 @@ public struct MessageRecord: Sendable, Equatable {
             throw ReplicaError(.invalidRecord, "message \(message) carries \(ops.count) ops; at most \(Self.maximumOps)")
         }
         for (index, op) in ops.enumerated() {
-            guard op.message == message else {
+            // By bytes: `é` and `e` + U+0301 are two messages to the store, though Swift's `==` holds them equal.
+            guard op.message.utf8.elementsEqual(message.utf8) else {
                 throw ReplicaError(.invalidRecord, "an op of message \(op.message) arrived in the record of \(message)")
             }
             if index > 0, !(ops[index - 1].id < op.id) {
