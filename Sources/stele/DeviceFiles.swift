@@ -89,6 +89,21 @@ struct DeviceFiles {
             let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
             if size > 0 { throw InputError(message: "\(path) exists already; choose another STORE (or --keys F), or remove it if it is yours to lose") }
         }
+        // Before the hub hears of the device (an invite is spent, a join request
+        // made): its files can be written where they go. A file is made and removed
+        // there, which also finds a read-only file system or an immutable folder.
+        for path in [store, keys.path] {
+            let folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
+            var isFolder: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: folder, isDirectory: &isFolder), isFolder.boolValue else {
+                throw InputError(message: "the folder \(folder) for \(path) does not exist; create it (or choose another path), then run this again: the hub was not contacted")
+            }
+            let probe = "\(folder)/.stele-probe-\(UUID().uuidString)"
+            guard FileManager.default.createFile(atPath: probe, contents: nil) else {
+                throw InputError(message: "cannot write in the folder \(folder) for \(path); fix its permissions (or choose another path), then run this again: the hub was not contacted")
+            }
+            try? FileManager.default.removeItem(atPath: probe)
+        }
     }
 }
 

@@ -47,12 +47,39 @@ enum SyncCommands {
                 printers.leave()
             }
         }
+        // A one-pass sync keeps the troubles it hears, for its message if it times out.
+        let heard = HeardTroubles()
+        if !parsed.has("--watch") {
+            let events = runtime.events()
+            printers.enter()
+            Task.detached {
+                for await event in events { heard.note(event) }
+                printers.leave()
+            }
+        }
         runtime.start()
         if parsed.has("--watch") {
             try watch(runtime, files, printers: printers)
         } else {
-            try once(runtime, files, timeoutSeconds: timeout)
+            try once(runtime, files, timeoutSeconds: timeout, heard: heard)
         }
+    }
+
+    /// What a sibling's frames said was wrong (a namespace it does not advertise, a
+    /// generation gap, refused records or seals): a sync that times out names these,
+    /// which say more than "not heard agreeing". Each line once, at most eight.
+    final class HeardTroubles: Sendable {
+        private let lines = Mutex<[String]>([])
+        static let kinds: Set<FleetEvent.Kind> = [.undeclaredNamespace, .generationGap, .rejectedRecords, .rejectedSeal, .unknownDevice]
+
+        func note(_ event: FleetEvent) {
+            guard Self.kinds.contains(event.kind) else { return }
+            lines.withLock { lines in
+                if lines.count < 8, !lines.contains(event.description) { lines.append(event.description) }
+            }
+        }
+
+        var all: [String] { lines.withLock { $0 } }
     }
 
     /// The runtime's pacing; `STELE_FAST_PACE=1` (the end-to-end tests) makes every
@@ -61,7 +88,7 @@ enum SyncCommands {
         ProcessInfo.processInfo.environment["STELE_FAST_PACE"] == "1" ? .quick : FleetRuntime.Configuration()
     }
 
-    private static func once(_ runtime: FleetRuntime, _ files: DeviceFiles, timeoutSeconds: Double) throws {
+    private static func once(_ runtime: FleetRuntime, _ files: DeviceFiles, timeoutSeconds: Double, heard: HeardTroubles) throws {
         let done = DispatchSemaphore(value: 0)
         let box = StatusBox(runtime.status)
         let interrupted = Atomic<Bool>(false)
@@ -90,9 +117,13 @@ enum SyncCommands {
             printError("stele sync: \(error.message)")
         } else {
             printError("stele sync: not in sync after \(format(timeoutSeconds)): \(status)")
+            let troubles = heard.all
             if !status.siblingsOutOfSync.isEmpty {
-                printError("  not heard agreeing: \(status.siblingsOutOfSync.map(\.hex).joined(separator: ", ")) (are they running stele sync?)")
+                printError(
+                    "  not heard agreeing: \(status.siblingsOutOfSync.map(\.hex).joined(separator: ", "))"
+                        + (troubles.isEmpty ? " (are they running stele sync?)" : " (what was heard is below)"))
             }
+            for trouble in troubles { printError("  heard: \(trouble)") }
         }
         throw ExitStatus(code: 1)
     }

@@ -47,6 +47,10 @@ import TestSupport
         #expect(!FileManager.default.fileExists(atPath: store) && !FileManager.default.fileExists(atPath: store + ".keys"))
         // With an invite it works; a second init over it is refused and changes nothing.
         let invite = try world.hubCommand(["invite"]).output.trimmingCharacters(in: .whitespacesAndNewlines)
+        // A store in a folder that is not there: refused before the hub hears of it, so the invite is not spent.
+        let nowhere = try world.stele("init", world.path("missing") + "/phone", "--hub", world.hub(), "--invite", invite)
+        #expect(nowhere.status == 2)
+        #expect(nowhere.error.contains("does not exist") && nowhere.error.contains("the hub was not contacted"), "\(nowhere)")
         try world.must("init", store, "--hub", world.hub(), "--invite", invite)
         let before = try Data(contentsOf: URL(fileURLWithPath: store + ".keys"))
         let again = try world.stele("init", store, "--hub", world.hub(), "--invite", invite)
@@ -103,6 +107,22 @@ import TestSupport
         #expect(Date().timeIntervalSince(started) < 15)
         #expect(run.error.contains("not in sync after 2s"), "\(run)")
         #expect(run.error.contains("did not answer") || run.error.contains("reconnecting"), "\(run)")
+    }
+
+    /// A namespace declared on one device only: the sync that cannot agree says
+    /// what the sibling's frames told it, not only that it did not hear agreement.
+    @Test func aNamespaceDeclaredOnOneDeviceIsNamedWhenTheSyncTimesOut() throws {
+        let world = try DeviceWorld()
+        try world.pair()
+        try world.must("namespace", world.path("laptop"), "extra", "lww")
+        let phone = try world.background("sync", world.path("phone"), "--watch")
+        defer {
+            kill(phone.process.processIdentifier, SIGTERM)
+            _ = phone.finish(timeoutSeconds: 10)
+        }
+        let run = try world.stele("sync", world.path("laptop"), "--timeout", "5s")
+        #expect(run.status == 1)
+        #expect(run.error.contains("heard:") && run.error.contains("extra") && run.error.contains("declare it on every device"), "\(run)")
     }
 
     @Test func aStoreWhoseAccountTheHubDoesNotKnowIsToldSo() throws {

@@ -61,6 +61,21 @@ import Testing
         try ScenarioRunner(scenario: scenario).run()
     }
 
+    /// A file saved on Windows (CRLF) or with lone CRs reads as the same lines,
+    /// numbered alike, and a parse error names its line without the CR.
+    @Test(arguments: ["\r\n", "\r"]) func aFileWithOtherLineEndsReadsTheSame(ending: String) throws {
+        let lines = ["# the phone deletes while the iPad sleeps", "fleet phone ipad", "namespace memory log", "", "phone append memory c1 \"hello\"",
+            "sync", "offline ipad", "phone bury memory c1", "online ipad", "sync", "expect all memory c1 empty"]
+        let unix = try ScenarioParser.parse(lines.joined(separator: "\n"))
+        let other = try ScenarioParser.parse(lines.joined(separator: ending) + ending)
+        #expect(other.lines.map(\.number) == unix.lines.map(\.number))
+        #expect(other.lines.map(\.text) == unix.lines.map(\.text))
+        try ScenarioRunner(scenario: other).run()
+        let typo = #expect(throws: ScenarioParseError.self) { try ScenarioParser.parse(["fleet a b", "sync", "snyc"].joined(separator: ending)) }
+        #expect(typo?.line == 3)
+        #expect(typo?.text == "snyc")
+    }
+
     @Test func everyFleetStatementAndExpectationParses() throws {
         let text = """
             fleet a b c

@@ -38,7 +38,10 @@ public enum ScenarioParser {
     static func parse(_ text: String, file: String, grammar: ScenarioGrammar) throws -> Scenario {
         var state = ParseState(file: file, grammar: grammar)
         var lines: [Scenario.Line] = []
-        for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        // A line ends at LF, CRLF (a file saved on Windows: Swift holds "\r\n" as one
+        // Character, which a split at "\n" never meets) or a lone CR.
+        let rawLines = text.split(omittingEmptySubsequences: false) { $0 == "\n" || $0 == "\r\n" || $0 == "\r" }
+        for (index, raw) in rawLines.enumerated() {
             let number = index + 1
             let text = String(raw).trimmingCharacters(in: .whitespaces)
             let tokens: [Token]
