@@ -24,7 +24,8 @@ enum PendingCommand {
         let queue: [MirrorStore.QueuedMutation]
         let counts: (pending: Int, inFlight: Int, failed: Int)
         do {
-            store = try MirrorStore(path: path)
+            // Read-only: listing the queue writes nothing, not even SQLite's change counter.
+            store = try MirrorStore(readingAt: path)
             queue = try store.queue()
             counts = try store.queueCounts()
         } catch let error as MirrorError {

@@ -76,6 +76,19 @@ import TestSupport
         #expect(mutations[2]["op"] as? String == "add" && mutations[2]["kind"] as? String == "mail" && mutations[2]["id"] as? String == "m1")
     }
 
+    /// Listing writes nothing: the file keeps every byte (SQLite's change counter
+    /// included) and no `-wal` or `-shm` file appears beside it.
+    @Test func listingWritesNothing() throws {
+        let directory = try TemporaryDirectory()
+        let (path, _) = try Self.store(directory)
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+        let files = try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted()
+        #expect(try Self.stele("pending", path).status == 0)
+        #expect(try Self.stele("pending", path, "--json").status == 0)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted() == files)
+    }
+
     @Test func anEmptyQueueSaysSo() throws {
         let directory = try TemporaryDirectory()
         let path = directory.file("empty.mirror")

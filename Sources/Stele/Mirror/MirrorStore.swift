@@ -92,6 +92,44 @@ public final class MirrorStore {
         self.connection = connection
     }
 
+    /// Opens the store at `path` to read it, writing nothing (not even SQLite's
+    /// change counter, nor a `-wal` or `-shm` file where there was none): what
+    /// `stele pending` lists. Writes through it fail.
+    /// - Throws: ``MirrorError`` `notAMirrorStore` for a missing file or another
+    ///   database, `newerFormat` when a newer Stele wrote it, `storage` for a
+    ///   store of an older format (opening it read-write once upgrades it).
+    public init(readingAt path: String) throws {
+        self.path = path
+        configuration = Configuration()
+        let connection: Connection
+        do {
+            connection = try Connection(path: path, mode: .readOnly, configuration: nil)
+        } catch let error as SQLiteError where error.code.primary == .notADatabase {
+            throw MirrorError(.notAMirrorStore, "\(path) is not an SQLite database; choose another path")
+        } catch let error as SQLiteError {
+            throw MirrorError(.storage, "cannot open \(path): \(error.message)")
+        }
+        do {
+            guard try connection.scalarInt("PRAGMA application_id") == Self.applicationID else {
+                throw MirrorError(.notAMirrorStore, "\(path) is not a Stele mirror store; choose another path")
+            }
+            let version = try Migrator.version(of: connection)
+            let latest = MirrorSchema.migrator.latestVersion
+            guard version <= latest else {
+                throw MirrorError(.newerFormat, "\(path) has format \(version), newer than this build's \(latest); update Stele")
+            }
+            guard version == latest else {
+                throw MirrorError(.storage, "\(path) has the older format \(version); open it once read-write (the app, or a sync) to upgrade it to \(latest)")
+            }
+            clientID = try connection.scalarText("SELECT value FROM mirror_meta WHERE name = 'client'") ?? ""
+        } catch let error as SQLiteError where error.code.primary == .notADatabase {
+            throw MirrorError(.notAMirrorStore, "\(path) is not an SQLite database; choose another path")
+        } catch let error as SQLiteError {
+            throw MirrorError(.storage, "cannot read \(path): \(error.message)")
+        }
+        self.connection = connection
+    }
+
     /// Twelve random hex digits.
     public static func randomName() -> String {
         var generator = SystemRandomNumberGenerator()
