@@ -251,6 +251,10 @@ import TestSupport
         let phone = try rig.found("phone")
         let first = try phone.start()
         defer { phone.stop() }
+        // `start()` takes the lock on the runtime's own queue: the first must hold it
+        // before the second starts, or (a loaded machine ran the second's queue first)
+        // the first is the one refused.
+        #expect(try eventually { first.status.connection == .connected })
         let replica = try Replica.open(at: phone.path, options: Replica.Options(stampFloor: phone.keys))
         let second = try FleetRuntime(replica: replica, keyStore: phone.keys, client: phone.client, configuration: RuntimeRig.fast)
         second.start()
