@@ -764,23 +764,6 @@ extension HubService {
     static let largestTime: Int64 = 9_007_199_254_740_991
 }
 
-/// Text compared byte for byte. Swift's `String` compares by Unicode canonical
-/// equivalence ("é" and "e" followed by U+0301 are equal), but the hub's kinds,
-/// record ids, sets, members and mutation ids are UTF-8 byte strings, as in
-/// its database: two spellings are two records, two members, two mutations.
-struct ExactText: Hashable {
-    let text: String
-
-    init(_ text: String) { self.text = text }
-
-    static func == (lhs: ExactText, rhs: ExactText) -> Bool { lhs.text.utf8.elementsEqual(rhs.text.utf8) }
-
-    func hash(into hasher: inout Hasher) {
-        var text = text
-        text.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
-    }
-}
-
 /// One push waiting for its account's next transaction (``HubService/push(_:_:)``).
 final class PushJob: Sendable {
     let request: HubRequest

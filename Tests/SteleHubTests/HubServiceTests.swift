@@ -191,12 +191,7 @@ import TestSupport
 
     @Test(arguments: Backend.allCases) func aRevocationEndsTheDevicesSessionsAndMailbox(_ backend: Backend) throws {
         let hub = try HubHarness(backend)
-        let founder = Fixtures.identity(1)
-        let laptop = Fixtures.identity(2)
-        let account = try hub.found(founder)
-        let token = try hub.session(founder, account)
-        try hub.approve(laptop, by: founder, account, token: token)
-        let laptopToken = try hub.session(laptop, account)
+        let (founder, laptop, account, token, laptopToken) = try Self.founderAndLaptop(hub)
         let relay = "/v1/accounts/\(account.hex)/relay"
         #expect(hub.call("POST", "\(relay)/\(laptop.deviceID.hex)", body: [1, 2, 3], token: token).status == 202)
         // The laptop parks a poll for frames after the one it has.
@@ -268,14 +263,22 @@ import TestSupport
 
     // MARK: relay
 
-    @Test(arguments: Backend.allCases) func framesArriveInOrderAndLeaveOnlyWhenAcknowledged(_ backend: Backend) throws {
-        let hub = try HubHarness(backend)
+    /// An account founded by device 1, with device 2 (the laptop) approved, and a session for each.
+    static func founderAndLaptop(_ hub: HubHarness) throws -> (
+        founder: DeviceIdentity, laptop: DeviceIdentity, account: AccountID, token: String, laptopToken: String
+    ) {
         let founder = Fixtures.identity(1)
         let laptop = Fixtures.identity(2)
         let account = try hub.found(founder)
         let token = try hub.session(founder, account)
         try hub.approve(laptop, by: founder, account, token: token)
-        let laptopToken = try hub.session(laptop, account)
+        return (founder, laptop, account, token, try hub.session(laptop, account))
+    }
+
+
+    @Test(arguments: Backend.allCases) func framesArriveInOrderAndLeaveOnlyWhenAcknowledged(_ backend: Backend) throws {
+        let hub = try HubHarness(backend)
+        let (_, laptop, account, token, laptopToken) = try Self.founderAndLaptop(hub)
         let relay = "/v1/accounts/\(account.hex)/relay"
         for frame: [UInt8] in [[1], [2, 2], [0, 3, 0]] {
             #expect(hub.call("POST", "\(relay)/\(laptop.deviceID.hex)", body: frame, token: token).status == 202)
@@ -298,12 +301,7 @@ import TestSupport
     /// the frames held, and every later one, are numbered past it.
     @Test(arguments: Backend.allCases) func aCursorPastTheMailboxLosesNoFrame(_ backend: Backend) throws {
         let hub = try HubHarness(backend)
-        let founder = Fixtures.identity(1)
-        let laptop = Fixtures.identity(2)
-        let account = try hub.found(founder)
-        let token = try hub.session(founder, account)
-        try hub.approve(laptop, by: founder, account, token: token)
-        let laptopToken = try hub.session(laptop, account)
+        let (_, laptop, account, token, laptopToken) = try Self.founderAndLaptop(hub)
         let relay = "/v1/accounts/\(account.hex)/relay"
         func send(_ frame: [UInt8]) -> String { hub.call("POST", "\(relay)/\(laptop.deviceID.hex)", body: frame, token: token).text }
         func read(after: Int64) throws -> RelayBody { try RelayBody(hub.call("GET", "\(relay)?after=\(after)&wait=0", token: laptopToken).body) }

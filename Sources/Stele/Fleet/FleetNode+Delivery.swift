@@ -232,9 +232,9 @@ extension FleetNode {
     /// `String` holds equal (`é` as one character, and as `e` with a combining
     /// accent) are two messages, whose ops one record would have mixed.
     static func merge(_ first: [MessageRecord], _ second: [MessageRecord]) -> [MessageRecord] {
-        var ops: [[UInt8]: (message: String, ops: [MessageOp])] = [:]
-        for record in first + second { ops[Array(record.message.utf8), default: (record.message, [])].ops += record.ops }
-        return ops.sorted { $0.key.lexicographicallyPrecedes($1.key) }.map { MessageRecord(message: $0.value.message, ops: $0.value.ops.sorted { $0.id < $1.id }) }
+        var ops: [ExactText: [MessageOp]] = [:]
+        for record in first + second { ops[ExactText(record.message), default: []] += record.ops }
+        return ops.sorted { $0.key < $1.key }.map { MessageRecord(message: $0.key.text, ops: $0.value.sorted { $0.id < $1.id }) }
     }
 
     // MARK: - Receiving

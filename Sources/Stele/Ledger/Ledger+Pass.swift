@@ -26,17 +26,16 @@ extension Ledger {
     /// store, the stamps and the hub hold `é` and `e` + U+0301 as two entities,
     /// which Swift's `String` holds equal (and hashes alike).
     struct Key: Hashable {
-        let kind: String
-        let id: String
+        private let exactKind: ExactText
+        private let exactID: ExactText
 
-        static func == (lhs: Key, rhs: Key) -> Bool {
-            lhs.kind.utf8.elementsEqual(rhs.kind.utf8) && lhs.id.utf8.elementsEqual(rhs.id.utf8)
+        init(kind: String, id: String) {
+            exactKind = ExactText(kind)
+            exactID = ExactText(id)
         }
 
-        func hash(into hasher: inout Hasher) {
-            hasher.combine(bytes: kind)
-            hasher.combine(bytes: id)
-        }
+        var kind: String { exactKind.text }
+        var id: String { exactID.text }
     }
 
     /// Diffs the app's current entities against the stamps and queues what changed,
@@ -419,14 +418,5 @@ extension Ledger {
                 """, [.text("\(client)-\(number)"), .text(kind), .text(id), .integer(date), .integer(number)])
         }
         return date
-    }
-}
-
-extension Hasher {
-    /// Feeds `text`'s UTF-8 bytes and their count (so ("ab", "c") and ("a", "bc") differ).
-    mutating func combine(bytes text: String) {
-        var text = text
-        text.withUTF8 { combine(bytes: UnsafeRawBufferPointer($0)) }
-        combine(text.utf8.count)
     }
 }

@@ -156,10 +156,10 @@ struct MirrorPageScanner {
     private mutating func memberSets() -> [MirrorStore.MemberSet]? {
         guard take(UInt8(ascii: "{")) else { return nil }
         var sets: [MirrorStore.MemberSet] = []
-        var names = Set<[UInt8]>()
+        var names = Set<ExactText>()
         if take(UInt8(ascii: "}")) { return sets }
         while true {
-            guard let name = string(), names.insert(Array(name.utf8)).inserted, take(UInt8(ascii: ":")), take(UInt8(ascii: "[")) else { return nil }
+            guard let name = string(), names.insert(ExactText(name)).inserted, take(UInt8(ascii: ":")), take(UInt8(ascii: "[")) else { return nil }
             var members: [String] = []
             if !take(UInt8(ascii: "]")) {
                 while true {

@@ -27,7 +27,7 @@ extension MirrorStore {
 
         /// Sets given as a dictionary (whose keys are distinct to Swift), put in the order of their names' bytes.
         package init(kind: String, id: String, payload: [UInt8]?, modifiedAt: Int64, group: String?, sets: [String: [String]], seq: Int64) {
-            let ordered = sets.map { MemberSet(name: $0.key, members: $0.value) }.sorted { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) }
+            let ordered = sets.map { MemberSet(name: $0.key, members: $0.value) }.sorted { ExactText($0.name) < ExactText($1.name) }
             self.init(kind: kind, id: id, payload: payload, modifiedAt: modifiedAt, group: group, sets: ordered, seq: seq)
         }
     }
@@ -44,9 +44,7 @@ extension MirrorStore {
 
         /// Names and members compared by their bytes, as the hub compares them.
         package static func == (lhs: MemberSet, rhs: MemberSet) -> Bool {
-            lhs.name.utf8.elementsEqual(rhs.name.utf8)
-                && lhs.members.count == rhs.members.count
-                && zip(lhs.members, rhs.members).allSatisfy { $0.utf8.elementsEqual($1.utf8) }
+            ExactText(lhs.name) == ExactText(rhs.name) && lhs.members.map(ExactText.init) == rhs.members.map(ExactText.init)
         }
     }
 
@@ -418,22 +416,17 @@ extension MirrorStore {
         // difference is a change the hub took since, and it stands.
         guard mine.payload != nil, mine.seq > common else { return }
         // Pairs told apart by their bytes (a `Set<[String]>` holds `é` and `e` + U+0301 equal, and lost a member).
-        func pairs(_ list: [(set: String, member: String)]) -> [[[UInt8]]: (set: String, member: String)] {
-            Dictionary(list.map { ([Array($0.set.utf8), Array($0.member.utf8)], $0) }, uniquingKeysWith: { first, _ in first })
+        struct Member: Hashable, Comparable {
+            let set: ExactText
+            let member: ExactText
+            static func < (lhs: Member, rhs: Member) -> Bool { lhs.set == rhs.set ? lhs.member < rhs.member : lhs.set < rhs.set }
         }
-        func inOrder(_ keys: some Sequence<[[UInt8]]>) -> [[[UInt8]]] {
-            keys.sorted { $0[0] == $1[0] ? $0[1].lexicographicallyPrecedes($1[1]) : $0[0].lexicographicallyPrecedes($1[0]) }
-        }
-        let ours = pairs(try connection.query("SELECT set_name, member FROM mirror_members WHERE kind = ? AND id = ?", [.text(kind), .text(id)]) { ($0.text(0), $0.text(1)) })
-        let theirs = pairs((record?.sets ?? []).flatMap { set in set.members.map { (set.name, $0) } })
-        for key in inOrder(ours.keys) where theirs[key] == nil {
-            let pair = ours[key]!
-            try requeueMember(kind: kind, id: id, op: "add", set: pair.set, member: pair.member)
-        }
-        for key in inOrder(theirs.keys) where ours[key] == nil {
-            let pair = theirs[key]!
-            try requeueMember(kind: kind, id: id, op: "remove", set: pair.set, member: pair.member)
-        }
+        let ours = Set(try connection.query("SELECT set_name, member FROM mirror_members WHERE kind = ? AND id = ?", [.text(kind), .text(id)]) {
+            Member(set: ExactText($0.text(0)), member: ExactText($0.text(1)))
+        })
+        let theirs = Set((record?.sets ?? []).flatMap { set in set.members.map { Member(set: ExactText(set.name), member: ExactText($0)) } })
+        for pair in ours.subtracting(theirs).sorted() { try requeueMember(kind: kind, id: id, op: "add", set: pair.set.text, member: pair.member.text) }
+        for pair in theirs.subtracting(ours).sorted() { try requeueMember(kind: kind, id: id, op: "remove", set: pair.set.text, member: pair.member.text) }
     }
 
     private func requeueMember(kind: String, id: String, op: String, set: String, member: String) throws {

@@ -286,18 +286,19 @@ public final class MirrorStore {
     /// two groups, and a `Set<String>` kept one of them, whose rollup then went stale.
     /// Kinds are told by their bytes the same way.
     struct RollupGroups {
-        private(set) var byKind: [[UInt8]: (kind: String, groups: [[UInt8]: String])] = [:]
+        private(set) var byKind: [ExactText: Set<ExactText>] = [:]
 
         mutating func insert(_ group: String, of kind: String) {
-            byKind[Array(kind.utf8), default: (kind, [:])].groups[Array(group.utf8)] = group
+            byKind[ExactText(kind), default: []].insert(ExactText(group))
         }
     }
 
     /// Recomputes the rollups of `groups` (by kind) from the effective reads. Runs
     /// in the caller's transaction: every queue change, retirement and pull calls it.
     func recomputeRollups(_ groups: RollupGroups) throws {
-        for (kind, named) in groups.byKind.values where !named.isEmpty {
-            let names = named.sorted { $0.key.lexicographicallyPrecedes($1.key) }.map(\.value)
+        for (exactKind, named) in groups.byKind where !named.isEmpty {
+            let kind = exactKind.text
+            let names = named.sorted().map(\.text)
             let rules = try connection.query("SELECT rule, set_name, member FROM mirror_rollup_rules WHERE kind = ?", [.text(kind)]) {
                 ($0.int64(0), $0.text(1), $0.text(2))
             }
@@ -356,11 +357,9 @@ public final class MirrorStore {
             fresh = recomputed.rows
         }
         // Rows told apart by their bytes: a `Set<String>` holds a row of group `é` equal to one of `e` + U+0301.
-        let keptSet = Set(kept.map { Array($0.utf8) })
-        let freshSet = Set(fresh.map { Array($0.utf8) })
-        func lines(_ rows: Set<[UInt8]>, _ label: String) -> [String] {
-            rows.sorted { $0.lexicographicallyPrecedes($1) }.map { "\(label) \(String(decoding: $0, as: UTF8.self))" }
-        }
+        let keptSet = Set(kept.map(ExactText.init))
+        let freshSet = Set(fresh.map(ExactText.init))
+        func lines(_ rows: Set<ExactText>, _ label: String) -> [String] { rows.sorted().map { "\(label) \($0.text)" } }
         return lines(keptSet.subtracting(freshSet), "kept") + lines(freshSet.subtracting(keptSet), "recomputed")
     }
 
