@@ -14,10 +14,37 @@ import SteleSQL
 public struct MessageNamespace {
     let replica: Replica
     public let declaration: NamespaceDeclaration
+    let slots: StatementSlots
+
+    init(replica: Replica, declaration: NamespaceDeclaration) {
+        self.replica = replica
+        self.declaration = declaration
+        slots = replica.statementSlots(for: declaration, count: Slot.count)
+    }
 
     public var name: String { declaration.name }
     private var table: String { declaration.table }
     private var opsTable: String { declaration.table + "_ops" }
+
+    /// The statements every op that lands runs, one slot each: found by number,
+    /// not by building their text and hashing it at every use (issue 22).
+    enum Slot: Int, CaseIterable {
+        case storedOps, storedRow, insertOp, upsertRow, updateOwed, outboxOf
+
+        static let count = allCases.count
+    }
+
+    /// A hot statement, its parameters all bound afresh by the caller (``StatementSlots``).
+    private func statement(_ slot: Slot, _ sql: @autoclosure () -> String) throws -> Statement {
+        try slots.statement(slot.rawValue, sql())
+    }
+
+    /// Runs a hot statement that returns no rows, with `arguments` bound from parameter 1.
+    private func run(_ slot: Slot, _ sql: @autoclosure () -> String, _ arguments: [SQLValue]) throws {
+        let statement = try statement(slot, sql())
+        try statement.bind(arguments)
+        while try statement.step() {}
+    }
 
     // MARK: - Reads (the fold is the only read)
 
@@ -288,10 +315,10 @@ public struct MessageNamespace {
         if let keys {
             // Each message alone; ``Replica/CachedOutbox/replace(_:with:)`` puts each at its place.
             for key in keys {
-                _ = try replica.connection.query(
-                    "SELECT \(columns) FROM \(table) m JOIN \(opsTable) o ON o.message = m.key WHERE m.duty = 1 AND m.key = ? ORDER BY o.id",
-                    [.text(String(decoding: key, as: UTF8.self))]
-                ) { try take($0) }
+                let statement = try statement(
+                    .outboxOf, "SELECT \(columns) FROM \(table) m JOIN \(opsTable) o ON o.message = m.key WHERE m.duty = 1 AND m.key = ? ORDER BY o.id")
+                try statement.bind(1, textBytes: key)
+                while try statement.step() { try take(statement) }
                 close()
                 current = nil
             }
@@ -436,12 +463,12 @@ public struct MessageNamespace {
             // What is owed changed within the same row (a receipt among several): the row
             // itself, and a tombstone's number, stay as they are.
             if before.owed != owed {
-                try replica.connection.execute("UPDATE \(table) SET owed = ? WHERE key = ?", [owed.map(SQLValue.blob) ?? .null, .text(message)])
+                try run(.updateOwed, "UPDATE \(table) SET owed = ? WHERE key = ?", [owed.map(SQLValue.blob) ?? .null, .text(message)])
             }
             return MergeOutcome(.recorded)
         }
-        try replica.connection.execute(
-            "INSERT OR REPLACE INTO \(table) (key, author, posted, scope, leaf, seq, duty, owed) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        try run(
+            .upsertRow, "INSERT OR REPLACE INTO \(table) (key, author, posted, scope, leaf, seq, duty, owed) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 .text(message), .text(row.author), .integer(row.postedAt), .integer(Int64(row.scope.rawValue)), .blob(leaf.bytes),
                 // A deleted row is a tombstone: numbered afresh whenever it changes, so an
@@ -477,8 +504,8 @@ public struct MessageNamespace {
             case .unreact(let reactor): (reactor, nil, nil)
             case .receipt(let received): (nil, received.bytes, nil)
             }
-        try replica.connection.execute(
-            "INSERT INTO \(opsTable) (message, id, time, writer, account, action, actor, content, scope) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        try run(
+            .insertOp, "INSERT INTO \(opsTable) (message, id, time, writer, account, action, actor, content, scope) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 .text(op.message), .blob(op.id.bytes), .integer(op.time),
                 .integer(try replica.devices.intern(op.writer, replica.connection)),
@@ -488,18 +515,22 @@ public struct MessageNamespace {
     }
 
     private func storedRow(of message: String) throws -> (scope: DeleteScope, leaf: Leaf, owes: Bool, owed: [UInt8]?)? {
-        try replica.connection.queryFirst("SELECT scope, leaf, duty, owed FROM \(table) WHERE key = ?", [.text(message)]) { row in
-            guard let scope = DeleteScope(rawValue: UInt8(clamping: row.int64(0))) else {
-                throw ReplicaError(.corrupt, "message \(message) of \(name) has an unknown delete scope; the file is damaged")
-            }
-            return (scope, try replica.storedLeaf(row.blob(1), "message \(message) of \(name)"), row.int64(2) == 1, row.optionalBlob(3))
+        let row = try statement(.storedRow, "SELECT scope, leaf, duty, owed FROM \(table) WHERE key = ?")
+        try row.bind(1, message)
+        guard try row.step() else { return nil }
+        defer { row.reset() }
+        guard let scope = DeleteScope(rawValue: UInt8(clamping: row.int64(0))) else {
+            throw ReplicaError(.corrupt, "message \(message) of \(name) has an unknown delete scope; the file is damaged")
         }
+        return (scope, try replica.storedLeaf(row.blob(1), "message \(message) of \(name)"), row.int64(2) == 1, row.optionalBlob(3))
     }
 
     private func storedOps(of message: String) throws -> [MessageOp] {
-        try replica.connection.query(
-            "SELECT id, time, writer, account, action, actor, content, scope FROM \(opsTable) WHERE message = ? ORDER BY id", [.text(message)]
-        ) { row in try op(of: message, from: row, at: 0) }
+        let statement = try statement(.storedOps, "SELECT id, time, writer, account, action, actor, content, scope FROM \(opsTable) WHERE message = ? ORDER BY id")
+        try statement.bind(1, message)
+        var ops: [MessageOp] = []
+        while try statement.step() { ops.append(try op(of: message, from: statement, at: 0)) }
+        return ops
     }
 
     /// The op stored in `row`'s columns from `first` on: id, time, writer,
