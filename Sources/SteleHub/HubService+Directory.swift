@@ -213,6 +213,8 @@ extension HubService {
         let publicKeys = try body.bytes("publicKeys")
         let name = try body.string("name")
         guard publicKeys.count <= 1_024 else { throw HubRefusal.badRequest("the field \"publicKeys\" is \(publicKeys.count) bytes; at most 1,024") }
+        // No member could approve a device by no keys: refused here, not at the approval.
+        guard !publicKeys.isEmpty else { throw HubRefusal.badRequest("the field \"publicKeys\" is empty; send the device's public keys (base64)") }
         try Self.checkName(name)
         return try transaction(account) { sql in
             try requireAccount(account, sql)

@@ -67,11 +67,16 @@ extension HubService {
     }
 
     func route(_ request: HubRequest) throws -> HubOutcome {
+        var request = request
         let route = try Self.match(request.path)
-        guard route.methods.contains(request.method) else {
-            throw HubRefusal(405, "method_not_allowed", "\(route.template) takes \(route.methods.sorted().joined(separator: ", ")), not \(request.method.prefix(20))",
-                headers: ["Allow": route.methods.sorted().joined(separator: ", ")])
+        // HEAD is answered as GET is, wherever GET is (RFC 9110 §9.3.2): the server sends
+        // the status and headers, never the body (libmicrohttpd drops it for HEAD).
+        let allowed = route.methods.contains("GET") ? route.methods.union(["HEAD"]) : route.methods
+        guard allowed.contains(request.method) else {
+            throw HubRefusal(405, "method_not_allowed", "\(route.template) takes \(allowed.sorted().joined(separator: ", ")), not \(request.method.prefix(20))",
+                headers: ["Allow": allowed.sorted().joined(separator: ", ")])
         }
+        if request.method == "HEAD" { request.method = "GET" }
         if route.template == "/v1/health" { return .respond(try health()) }
         if route.template == "/v1/accounts" { return .respond(try createAccount(request)) }
         let account = try Self.account(route.account ?? "")

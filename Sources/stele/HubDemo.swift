@@ -14,6 +14,8 @@ struct HubDemo {
     private let stele: URL
     private let hubBinary: URL
     private var background: [Process] = []
+    /// What an interrupt stops and removes: every process started, the folder.
+    private let leftovers = Leftovers()
     private static let environment = ProcessInfo.processInfo.environment.merging(["STELE_FAST_PACE": "1"]) { $1 }
 
     /// - Throws: ``InputError`` when `stele-hub` is not built beside `stele`.
@@ -27,9 +29,36 @@ struct HubDemo {
         directory = NSTemporaryDirectory() + "stele-hub-demo-\(UUID().uuidString.prefix(8))"
     }
 
+    /// The processes a story has running and its folder: on SIGINT or SIGTERM
+    /// (blocked since `main` began, so none is lost) the processes are stopped and
+    /// the folder removed before the demo exits, as at the end of the story.
+    private final class Leftovers: Sendable {
+        private let running = Mutex<Set<Int32>>([])
+
+        func started(_ process: Process) { running.withLock { _ = $0.insert(process.processIdentifier) } }
+        func ended(_ process: Process) { running.withLock { _ = $0.remove(process.processIdentifier) } }
+
+        /// Stops every process still running (SIGTERM, then SIGKILL after 5 s), removes `directory`.
+        func clean(_ directory: String) {
+            let processes = running.withLock { $0 }
+            for pid in processes { kill(pid, SIGTERM) }
+            let deadline = Date().addingTimeInterval(5)
+            // Foundation reaps them; a pid that no longer answers signal 0 is gone.
+            while processes.contains(where: { kill($0, 0) == 0 }) && Date() < deadline { usleep(20_000) }
+            for pid in processes where kill(pid, 0) == 0 { kill(pid, SIGKILL) }
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+    }
+
     /// Tells the story; `false` when a step did not end as the story says.
     mutating func tell() throws -> Bool {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let (leftovers, directory) = (self.leftovers, self.directory)
+        TerminationSignals.onSignal { signal in
+            leftovers.clean(directory)
+            printError("stele demo: interrupted; its hub and device processes are stopped and \(directory) removed")
+            exit(128 + signal)
+        }
         defer {
             for process in background where process.isRunning {
                 process.terminate()
@@ -124,8 +153,10 @@ struct HubDemo {
         process.standardOutput = output
         process.standardError = output
         try process.run()
+        leftovers.started(process)
         let data = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
+        leftovers.ended(process)
         let text = String(decoding: data, as: UTF8.self)
         if !quiet {
             say("  $ stele " + arguments.map { $0.replacingOccurrences(of: directory + "/", with: "") }.joined(separator: " "))
@@ -152,6 +183,7 @@ struct HubDemo {
         process.standardError = FileHandle.nullDevice
         pipe.fileHandleForReading.readabilityHandler = { log.append($0.availableData) }
         try process.run()
+        leftovers.started(process)
         background.append(process)
         return (process, log)
     }

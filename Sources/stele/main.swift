@@ -44,8 +44,9 @@ func main() -> Int32 {
         """
 
     var arguments = Array(CommandLine.arguments.dropFirst())
-    // First, before any thread starts: `sync` takes SIGINT and SIGTERM itself.
-    if arguments.first == "sync" { TerminationSignals.block() }
+    // First, before any thread starts: `sync` takes SIGINT and SIGTERM itself, and so does
+    // `demo --hub`, which stops its processes and removes its folder when interrupted.
+    if arguments.first == "sync" || (arguments.first == "demo" && arguments.contains("--hub")) { TerminationSignals.block() }
     guard let name = arguments.first else {
         printError(generalUsage)
         return 2

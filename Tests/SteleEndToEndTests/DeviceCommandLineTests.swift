@@ -181,6 +181,36 @@ import TestSupport
         #expect(run.status == 1 && run.error.contains("interrupted"), "\(run)")
     }
 
+    /// Ctrl-C (or a SIGTERM) halfway through `stele demo --hub` stops the hub and
+    /// the device processes it started and removes its folder, as its end does.
+    @Test(arguments: [SIGINT, SIGTERM]) func anInterruptedHubDemoLeavesNothingRunningOrBehind(_ signal: Int32) throws {
+        let demo = try ChildProcess.Background("stele", ["demo", "--hub"])
+        // Past this line the hub and the phone's watch are running.
+        #expect(demo.waitFor("stele sync phone.stele --watch", timeoutSeconds: 60), "\(demo.outputText)")
+        let folder = demo.outputText.split(separator: "\n").first { $0.contains(" in ") && $0.contains("removed at the end") }
+            .flatMap { $0.components(separatedBy: " in ").last?.components(separatedBy: " (removed").first }
+        let directory = try #require(folder, "the demo names its folder: \(demo.outputText)")
+        #expect(FileManager.default.fileExists(atPath: directory))
+        #expect(!Self.processes(mentioning: directory).isEmpty, "the demo's processes name its folder")
+        kill(demo.process.processIdentifier, signal)
+        let run = demo.finish(timeoutSeconds: 20)
+        #expect(run.status == 128 + signal && !run.killedBySignal, "\(run)")
+        #expect(run.error.contains("interrupted"), "\(run)")
+        #expect(!FileManager.default.fileExists(atPath: directory), "the folder is left: \(directory)")
+        #expect(Self.processes(mentioning: directory).isEmpty, "still running: \(Self.processes(mentioning: directory))")
+    }
+
+    /// The command lines of the processes running now that contain `text`.
+    static func processes(mentioning text: String) -> [String] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return names.filter { Int($0) != nil }.compactMap { pid -> String? in
+            guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { return nil }
+            let line = String(decoding: data.map { $0 == 0 ? 0x20 : $0 }, as: UTF8.self)
+            // A zombie (ended, not yet reaped) has no command line.
+            return line.contains(text) ? "\(pid): \(line)" : nil
+        }
+    }
+
     @Test func theHubDemoTellsItsStoryWithRealProcesses() throws {
         let run = try ChildProcess.run("stele", ["demo", "--hub"], timeoutSeconds: 120)
         #expect(run.status == 0, "\(run)")

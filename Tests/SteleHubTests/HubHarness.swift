@@ -133,6 +133,7 @@ extension HubResponse {
 
     /// The HUB-API error code, when the body is an error.
     var errorCode: String? { (json["error"] as? [String: Any])?["code"] as? String }
+    var errorMessage: String? { (json["error"] as? [String: Any])?["message"] as? String }
 }
 
 /// The hub's wall clock in a test: it moves only when told.

@@ -347,6 +347,24 @@ struct HubServerTests {
         #expect(eventually(within: 5) { log.all.contains { $0.hasPrefix("method=") && $0.contains(" status=431 us=") } })
     }
 
+    @Test func aHeadOfTheHealthGetsTheGetsStatusAndHeadersButNoBody() throws {
+        let hub = try HubHarness(.sqlite)
+        let server = try HubServer(handler: hub.service, configuration: HubServer.Configuration(threads: 2))
+        defer { server.stop() }
+        let get = try RawHTTPClient(port: server.port)
+        try get.send("GET", "/v1/health")
+        let got = try get.readResponse()
+        #expect(got.status == 200)
+        #expect(!got.body.isEmpty)
+        let head = try RawHTTPClient(port: server.port)
+        try head.send("HEAD", "/v1/health")
+        let headed = try head.readResponse()
+        #expect(headed.status == 200)
+        #expect(headed.body.isEmpty)
+        #expect(headed.headers["content-type"] == got.headers["content-type"])
+        #expect(headed.headers["content-length"] == "\(got.body.count)")
+    }
+
     @Test func theBareHandlerAnswers200WithAnEmptyBody() throws {
         let log = LogLines()
         let server = try server(BareHandler()) { $0.log = log.sink }
