@@ -132,6 +132,8 @@ extension FleetNode {
         var outputs: [FleetOutput] = []
         var owesAny = false
         var prompt = false
+        // Once per try, not once per record (``split(_:shared:alone:)``).
+        let alone = !roster.contains { $0 != replica.device }
         for (name, contact) in conversations {
             guard let roster = contacts[contact], !roster.members.isEmpty else { continue }
             let owed: [MessageRecord]
@@ -158,7 +160,7 @@ extension FleetNode {
             var now: [MessageRecord] = []
             var later: [MessageRecord] = []
             for record in due {
-                let (immediate, gated) = split(record, shared: delivery.shared(name))
+                let (immediate, gated) = split(record, shared: delivery.shared(name), alone: alone)
                 if let immediate { now.append(immediate) }
                 if let gated { later.append(gated) }
             }
@@ -203,8 +205,9 @@ extension FleetNode {
     /// (``DeliveryGate``): all of it goes when this device posted it after it
     /// last let records out (or has no sibling); otherwise what carries none of
     /// its text (a recall, reactions, receipts) goes, and posts and edits wait.
-    private func split(_ record: MessageRecord, shared: Int64) -> (now: MessageRecord?, later: MessageRecord?) {
-        let isPrivate = peers.isEmpty
+    /// `alone`: this device has no sibling (``peers`` is empty).
+    private func split(_ record: MessageRecord, shared: Int64, alone: Bool) -> (now: MessageRecord?, later: MessageRecord?) {
+        let isPrivate = alone
             || record.ops.contains { op in
                 if case .post = op.action { op.writer == replica.device && op.time > shared } else { false }
             }
