@@ -66,12 +66,17 @@ extension HubService {
         }
     }
 
+    /// The GETs with an effect besides the answer, which take no HEAD.
+    static let getsThatWrite: Set<String> = ["/v1/accounts/{a}/relay", "/v1/accounts/{a}/records/changes"]
+
     func route(_ request: HubRequest) throws -> HubOutcome {
         var request = request
         let route = try Self.match(request.path)
-        // HEAD is answered as GET is, wherever GET is (RFC 9110 §9.3.2): the server sends
-        // the status and headers, never the body (libmicrohttpd drops it for HEAD).
-        let allowed = route.methods.contains("GET") ? route.methods.union(["HEAD"]) : route.methods
+        // HEAD is answered as GET is (RFC 9110 §9.3.2): the server sends the status and
+        // headers, never the body (libmicrohttpd drops it for HEAD). Not where a GET
+        // changes something (RFC 9110 §9.2.1: HEAD is safe): a relay poll deletes the
+        // frames it acknowledges and waits, a changes page notes the device's cursor.
+        let allowed = route.methods.contains("GET") && !Self.getsThatWrite.contains(route.template) ? route.methods.union(["HEAD"]) : route.methods
         guard allowed.contains(request.method) else {
             throw HubRefusal(405, "method_not_allowed", "\(route.template) takes \(allowed.sorted().joined(separator: ", ")), not \(request.method.prefix(20))",
                 headers: ["Allow": allowed.sorted().joined(separator: ", ")])

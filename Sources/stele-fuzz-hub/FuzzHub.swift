@@ -5,7 +5,7 @@ import SteleHub
 /// libFuzzer entry point for the hub's request handler (issue 16: the hub never
 /// crashes on input). Each input is one request into ``HubService/handle(_:)``
 /// on a hub holding one account:
-/// - byte 0 picks the method (the five HTTP methods the API uses or a made-up one),
+/// - byte 0 picks the method (the methods the API takes, HEAD among them, or a made-up one),
 /// - byte 1 picks a path template, its ids filled with the real account and
 ///   device or with bytes of the input (a value ≥ 0x80: the path is the body's
 ///   first line, verbatim),
@@ -17,7 +17,7 @@ import SteleHub
 public func fuzzHub(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
     let bytes = count > 0 && start != nil ? Array(UnsafeRawBufferPointer(start: start, count: count)) : []
     guard bytes.count >= 3 else { return 0 }
-    let methods = ["GET", "POST", "PUT", "DELETE", "PATCH", "get", "", "BREW"]
+    let methods = ["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "get", "", "BREW"]
     let method = methods[Int(bytes[0]) % methods.count]
     var body = Array(bytes.dropFirst(3))
     let account = FuzzHub.account.hex

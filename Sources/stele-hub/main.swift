@@ -317,7 +317,8 @@ func compact(_ arguments: ArraySlice<String>) throws {
 func run() -> Int32 {
     let arguments = CommandLine.arguments.dropFirst()
     // First, before any thread starts: `serve` takes SIGINT and SIGTERM itself.
-    if arguments.first == "serve" { TerminationSignals.block() }
+    // Every other command ends on them as any process does, even when its parent had them blocked.
+    if arguments.first == "serve" { TerminationSignals.block() } else { TerminationSignals.unblock() }
     guard let command = arguments.first else {
         printError(usage)
         return 2

@@ -31,22 +31,58 @@ struct HubDemo {
 
     /// The processes a story has running and its folder: on SIGINT or SIGTERM
     /// (blocked since `main` began, so none is lost) the processes are stopped and
-    /// the folder removed before the demo exits, as at the end of the story.
+    /// the folder removed, and the demo ends (128 + the signal) while the story,
+    /// on the main thread, waits: it starts nothing more (a process it starts
+    /// after that is killed at once) and never exits first.
     private final class Leftovers: Sendable {
-        private let running = Mutex<Set<Int32>>([])
+        private let state = Mutex<(running: Set<Int32>, stopping: Bool)>(([], false))
 
-        func started(_ process: Process) { running.withLock { _ = $0.insert(process.processIdentifier) } }
-        func ended(_ process: Process) { running.withLock { _ = $0.remove(process.processIdentifier) } }
+        /// Notes a process the story just started; one started once the demo
+        /// is being stopped is killed at once, and the story waits for the end.
+        func started(_ process: Process) {
+            let pid = process.processIdentifier
+            let stopping = state.withLock { state in
+                if !state.stopping { state.running.insert(pid) }
+                return state.stopping
+            }
+            if stopping {
+                kill(pid, SIGKILL)
+                Self.waitForTheEnd()
+            }
+        }
 
-        /// Stops every process still running (SIGTERM, then SIGKILL after 5 s), removes `directory`.
+        /// A process the story saw end (or stopped itself); the story waits for
+        /// the end if the demo is being stopped meanwhile.
+        func ended(_ process: Process) {
+            let stopping = state.withLock { state in
+                state.running.remove(process.processIdentifier)
+                return state.stopping
+            }
+            if stopping { Self.waitForTheEnd() }
+        }
+
+        /// Stops every process still running (SIGTERM, then SIGKILL after 5 s) and removes `directory`.
         func clean(_ directory: String) {
-            let processes = running.withLock { $0 }
+            let processes = state.withLock { state in
+                state.stopping = true
+                return state.running
+            }
             for pid in processes { kill(pid, SIGTERM) }
             let deadline = Date().addingTimeInterval(5)
             // Foundation reaps them; a pid that no longer answers signal 0 is gone.
             while processes.contains(where: { kill($0, 0) == 0 }) && Date() < deadline { usleep(20_000) }
             for pid in processes where kill(pid, 0) == 0 { kill(pid, SIGKILL) }
             try? FileManager.default.removeItem(atPath: directory)
+        }
+
+        /// Waits for the end if the demo is being stopped: the story goes no further.
+        func waitIfStopping() {
+            if state.withLock({ $0.stopping }) { Self.waitForTheEnd() }
+        }
+
+        /// The story's thread, once the demo is being stopped: the signal's thread ends the process.
+        private static func waitForTheEnd() -> Never {
+            while true { sleep(60) }
         }
     }
 
@@ -57,13 +93,14 @@ struct HubDemo {
         TerminationSignals.onSignal { signal in
             leftovers.clean(directory)
             printError("stele demo: interrupted; its hub and device processes are stopped and \(directory) removed")
-            exit(128 + signal)
+            fflush(nil)
+            // Not exit(): the story's thread is parked, not finished; nothing is torn down under it.
+            _exit(128 + signal)
         }
         defer {
-            for process in background where process.isRunning {
-                process.terminate()
-                process.waitUntilExit()
-            }
+            // However the story ends (an error, say, from a step whose process the signal stopped).
+            leftovers.waitIfStopping()
+            for process in background where process.isRunning { stop(process) }
             try? FileManager.default.removeItem(atPath: directory)
         }
         let port = try Self.freePort()
@@ -107,8 +144,7 @@ struct HubDemo {
         let laptop = try start(stele, ["sync", path("laptop.stele"), "--watch"], show: "stele sync laptop.stele --watch   (in the background)")
         guard eventually({ try self.collected("phone.stele") && self.collected("laptop.stele") }) else { return failed("the tombstone was not collected") }
         try run(["status", path("phone.stele")])
-        laptop.process.terminate()
-        laptop.process.waitUntilExit()
+        stop(laptop.process)
 
         say("\nThe laptop is restored from the copy taken before the delete: the row is back on its disk.")
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path("laptop.stele") + suffix) }
@@ -125,15 +161,20 @@ struct HubDemo {
         }) else { return failed("the restored laptop brought the row back") }
         try run(["get", path("laptop.stele"), "notes", "passport"], expect: 1)
         try run(["get", path("phone.stele"), "notes", "passport"], expect: 1)
-        phone.process.terminate()
-        phone.process.waitUntilExit()
-        hubProcess.process.terminate()
-        hubProcess.process.waitUntilExit()
+        stop(phone.process)
+        stop(hubProcess.process)
         say("\nDeleted on one device, gone on both, and a restore from before the delete did not bring it back.")
         return true
     }
 
     // MARK: - Steps
+
+    /// Stops a process the story started (SIGTERM) and waits for its end.
+    private func stop(_ process: Process) {
+        process.terminate()
+        process.waitUntilExit()
+        leftovers.ended(process)
+    }
 
     private func path(_ name: String) -> String { "\(directory)/\(name)" }
 
@@ -193,6 +234,7 @@ struct HubDemo {
     private func eventually(_ condition: () throws -> Bool) -> Bool {
         let deadline = Date().addingTimeInterval(30)
         while Date() < deadline {
+            leftovers.waitIfStopping()
             if (try? condition()) == true { return true }
             usleep(100_000)
         }

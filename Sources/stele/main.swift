@@ -46,7 +46,13 @@ func main() -> Int32 {
     var arguments = Array(CommandLine.arguments.dropFirst())
     // First, before any thread starts: `sync` takes SIGINT and SIGTERM itself, and so does
     // `demo --hub`, which stops its processes and removes its folder when interrupted.
-    if arguments.first == "sync" || (arguments.first == "demo" && arguments.contains("--hub")) { TerminationSignals.block() }
+    // Every other command ends on them as any process does, even when started by a
+    // process that had them blocked (`stele demo --hub` starts `stele put`, say).
+    if arguments.first == "sync" || (arguments.first == "demo" && arguments.contains("--hub")) {
+        TerminationSignals.block()
+    } else {
+        TerminationSignals.unblock()
+    }
     guard let name = arguments.first else {
         printError(generalUsage)
         return 2

@@ -181,15 +181,24 @@ import TestSupport
         #expect(run.status == 1 && run.error.contains("interrupted"), "\(run)")
     }
 
-    /// Ctrl-C (or a SIGTERM) halfway through `stele demo --hub` stops the hub and
-    /// the device processes it started and removes its folder, as its end does.
-    @Test(arguments: [SIGINT, SIGTERM]) func anInterruptedHubDemoLeavesNothingRunningOrBehind(_ signal: Int32) throws {
+    /// Ctrl-C (or a SIGTERM) during `stele demo --hub` stops the hub and the device
+    /// processes it started and removes its folder, as its end does: early (a
+    /// one-shot `stele init` may be running) and halfway (the hub and the phone's
+    /// watch are running, a `stele sync` may be starting).
+    @Test(arguments: [(SIGTERM, "The phone founds an account"), (SIGINT, "stele put laptop.stele")])
+    func anInterruptedHubDemoLeavesNothingRunningOrBehind(_ signal: Int32, after line: String) throws {
         let demo = try ChildProcess.Background("stele", ["demo", "--hub"])
-        // Past this line the hub and the phone's watch are running.
-        #expect(demo.waitFor("stele sync phone.stele --watch", timeoutSeconds: 60), "\(demo.outputText)")
+        #expect(demo.waitFor(line, timeoutSeconds: 60), "\(demo.outputText)")
         let folder = demo.outputText.split(separator: "\n").first { $0.contains(" in ") && $0.contains("removed at the end") }
             .flatMap { $0.components(separatedBy: " in ").last?.components(separatedBy: " (removed").first }
         let directory = try #require(folder, "the demo names its folder: \(demo.outputText)")
+        // Whatever fails below, nothing the demo started outlives the test.
+        defer {
+            for process in Self.processes(mentioning: directory) {
+                if let pid = Int32(process.prefix { $0 != ":" }) { kill(pid, SIGKILL) }
+            }
+            try? FileManager.default.removeItem(atPath: directory)
+        }
         #expect(FileManager.default.fileExists(atPath: directory))
         #expect(!Self.processes(mentioning: directory).isEmpty, "the demo's processes name its folder")
         kill(demo.process.processIdentifier, signal)

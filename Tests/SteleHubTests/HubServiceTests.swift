@@ -40,6 +40,12 @@ import TestSupport
         #expect(statusByGet.status != 405)
         #expect(hub.call("HEAD", "/v1/accounts/\(account)/status").status == statusByGet.status, "a HEAD is refused as its GET is")
         #expect(hub.call("DELETE", "/v1/accounts/\(account)/roster").headers["Allow"] == "GET, HEAD, POST")
+        // Not where a GET writes: a relay poll acknowledges (deletes) frames, a changes page notes a cursor.
+        for path in ["relay?after=5", "records/changes?since=0"] {
+            let headThatWouldWrite = hub.call("HEAD", "/v1/accounts/\(account)/\(path)")
+            #expect(headThatWouldWrite.status == 405, "\(path)")
+            #expect(headThatWouldWrite.headers["Allow"] == "GET", "\(path)")
+        }
         #expect(hub.call("GET", "/v1/accounts").status == 405)
         #expect(hub.call("GET", "/v1/accounts/\(account)/records/push").status == 405)
         #expect(hub.call("POST", "/v1/accounts/\(account)/records/changes").status == 405)

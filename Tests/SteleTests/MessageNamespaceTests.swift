@@ -849,4 +849,37 @@ import TestSupport
         let swapped = Array(pair.bytes[..<prefix]) + Array(pair.bytes[(prefix + opBytes)...]) + Array(pair.bytes[prefix..<(prefix + opBytes)])
         #expect(throws: CodecError.self) { try decode(pair.devices, swapped) }
     }
+
+    /// A conversation declared in a transaction that rolls back leaves its id free;
+    /// a namespace of another kind declared next takes it and must get statements
+    /// of its own kind, not the conversation's cached ones (a slot past the
+    /// conversation's count, or its SQL against the other kind's table).
+    @Test func anIdARolledBackConversationHeldServesTheNextNamespaceWithItsOwnStatements() throws {
+        let replica = try Fixtures.memoryReplica(device: Fixtures.device(1))
+        struct Undo: Error {}
+        var chatID: Int64?
+        #expect(throws: Undo.self) {
+            try replica.write {
+                let chat = try replica.messages("chat")
+                chatID = chat.declaration.id
+                _ = try chat.post("m1", body: "hello".bytes, author: "ana")
+                #expect(try chat.message("m1") != nil)
+                throw Undo()
+            }
+        }
+        let notes = try replica.causal("notes")
+        #expect(notes.declaration.id == chatID, "the id comes back (else this test proves nothing)")
+        _ = try notes.put("passport", "in the drawer".bytes)
+        #expect(try notes.get("passport") == "in the drawer".bytes)
+        // And the other way round: a conversation on the id a rolled-back causal namespace held.
+        #expect(throws: Undo.self) {
+            try replica.write {
+                _ = try replica.causal("draft").put("k", "v".bytes)
+                throw Undo()
+            }
+        }
+        let chat = try replica.messages("chat")
+        _ = try chat.post("m2", body: "again".bytes, author: "ana")
+        #expect(try chat.message("m2")?.body == "again".bytes)
+    }
 }

@@ -78,7 +78,9 @@ public final class Replica {
     private var countersDirty = false
     var devices: DeviceTable
     var declared: [String: NamespaceDeclaration]
-    private var slotsByNamespace: [Int64: StatementSlots] = [:]
+    /// Hot-statement caches by namespace id and kind: an id a rolled-back
+    /// declaration used may come back as another kind's, whose statements differ.
+    private var slotsByNamespace: [NamespaceSlotsKey: StatementSlots] = [:]
     /// Each replicated namespace's digest (``NamespaceDigest``), by namespace id.
     var digests: [Int64: NamespaceDigest] = [:]
     /// Digest changes of the open transaction, undone if it rolls back.
@@ -312,6 +314,7 @@ public final class Replica {
             if declared.count != namespaceMark {
                 declared = (try? Self.loadNamespaces(connection)) ?? declared
                 digests = digests.filter { entry in declared.values.contains { $0.id == entry.key } }
+                slotsByNamespace = slotsByNamespace.filter { entry in declared.values.contains { $0.id == entry.key.id && $0.kind == entry.key.kind } }
             }
             undoDigestChanges(after: digestMark)
             // The rollback (or savepoint rollback) undid any half-done operation.
@@ -351,10 +354,16 @@ public final class Replica {
 
     /// The hot-statement cache of one namespace, shared by all its handles.
     func statementSlots(for declaration: NamespaceDeclaration, count: Int) -> StatementSlots {
-        if let slots = slotsByNamespace[declaration.id] { return slots }
+        let key = NamespaceSlotsKey(id: declaration.id, kind: declaration.kind)
+        if let slots = slotsByNamespace[key] { return slots }
         let slots = StatementSlots(connection: connection, count: count)
-        slotsByNamespace[declaration.id] = slots
+        slotsByNamespace[key] = slots
         return slots
+    }
+
+    struct NamespaceSlotsKey: Hashable {
+        let id: Int64
+        let kind: NamespaceKind
     }
 
     func emit(_ event: @autoclosure () -> ChangeEvent) {

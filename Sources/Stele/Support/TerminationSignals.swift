@@ -21,6 +21,15 @@ package enum TerminationSignals {
         pthread_sigmask(SIG_BLOCK, &signals, nil)
     }
 
+    /// Unblocks SIGINT and SIGTERM in the calling thread: a command that does not
+    /// take them itself, started by a process that blocked them (a child inherits
+    /// the mask across `exec`; Foundation's `Process` does not reset it), ends on
+    /// them as any process does.
+    package static func unblock() {
+        var signals = set
+        pthread_sigmask(SIG_UNBLOCK, &signals, nil)
+    }
+
     /// Waits until SIGINT or SIGTERM is sent; returns which.
     package static func wait() -> Int32 {
         var signals = set
