@@ -203,6 +203,8 @@ func serve(_ arguments: ArraySlice<String>) throws {
     serverConfiguration.log = { line in
         FileHandle.standardError.write(Data((line + "\n").utf8))
     }
+    // Before any file is made: a hub that cannot listen leaves no data directory behind.
+    try HubServer.checkCanListen(host: host, port: port)
     if let directory = options.values["--postgres"] == nil ? options.values["--data"] ?? "./stele-hub-data" : nil {
         try createDataDirectory(directory)
     }

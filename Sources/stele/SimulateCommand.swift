@@ -152,13 +152,15 @@ enum SimulateCommand {
     }
 
     private static func faults(_ list: String) throws -> Set<SimulationRun.Fault> {
-        if list == "all" { return Set(SimulationRun.Fault.allCases) }
-        if list == "none" { return [] }
-        guard !list.split(separator: ",").isEmpty, !list.split(separator: ",", omittingEmptySubsequences: false).contains(where: \.isEmpty) else {
+        // Spaces around a name are no part of it ("loss, dup" as typed in a shell's quotes).
+        let names = list.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+        if names == ["all"] { return Set(SimulationRun.Fault.allCases) }
+        if names == ["none"] { return [] }
+        guard !names.contains(where: \.isEmpty) else {
             throw UsageError(message: "--faults '\(list)' names no fault; give a comma-separated list, all, or none", usage: usage)
         }
         var faults: Set<SimulationRun.Fault> = []
-        for name in list.split(separator: ",").map(String.init) {
+        for name in names {
             guard let fault = SimulationRun.Fault(rawValue: name) else {
                 var message = "unknown fault '\(name)'"
                 message += Spelling.hint(name, in: SimulationRun.Fault.allCases.map(\.rawValue))

@@ -40,7 +40,7 @@ func main() -> Int32 {
         commands:
         \(commands.map { "  " + $0.name.padding(toLength: 11, withPad: " ", startingAt: 0) + $0.summary }.joined(separator: "\n"))
 
-        Run 'stele COMMAND --help' for a command's arguments.
+        Run 'stele help COMMAND' (or 'stele COMMAND --help') for a command's arguments.
         """
 
     var arguments = Array(CommandLine.arguments.dropFirst())
@@ -59,6 +59,15 @@ func main() -> Int32 {
     }
     arguments.removeFirst()
     if ["help", "--help", "-h"].contains(name) {
+        // `stele help COMMAND`: that command's help, as `stele COMMAND --help` gives it.
+        if name == "help", let topic = arguments.first {
+            guard let command = commands.first(where: { $0.name == topic }) else {
+                printError("stele help: unknown command '\(topic)'" + Spelling.hint(topic, in: commands.map(\.name)) + "\n\n" + generalUsage)
+                return 2
+            }
+            print(command.help ?? command.usage)
+            return 0
+        }
         print(generalUsage)
         return 0
     }

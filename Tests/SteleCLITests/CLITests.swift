@@ -211,6 +211,14 @@ import TestSupport
         let inspect = try Self.stele("inspect", "--help")
         #expect(inspect.status == 0)
         #expect(inspect.output.contains("usage: stele inspect STORE [--json]"))
+        // `stele help COMMAND` gives what `stele COMMAND --help` gives; a typo is a usage error.
+        let helpInspect = try Self.stele("help", "inspect")
+        #expect(helpInspect.status == 0)
+        #expect(helpInspect.output == inspect.output)
+        #expect(try Self.stele("help", "sync").output == (try Self.stele("sync", "--help")).output)
+        let typo = try Self.stele("help", "snyc")
+        #expect(typo.status == 2)
+        #expect(typo.error.contains("unknown command 'snyc'; did you mean") && typo.error.contains("'sync'"), "\(typo.error)")
     }
 
     /// `stele scenario --help` lists every statement form of the grammar, one a line.
@@ -407,6 +415,10 @@ import TestSupport
         }
         let typo = try Self.stele("simulate", "--faults", "los")
         #expect(typo.error.contains("unknown fault 'los'; did you mean 'loss'?"))
+        // Spaces around the names, as typed inside a shell's quotes, are no part of them.
+        let spaced = try Self.stele("simulate", "--faults", " loss, dup ", "--steps", "20", "--json")
+        #expect(spaced.status == 0, "\(spaced.error)")
+        #expect(try Self.stele("simulate", "--faults", "loss, ", "--steps", "20").error.contains("names no fault"))
         // Said before any run: hub faults without a hub, an empty list, files that cannot be written.
         let directory = try TemporaryDirectory()
         for (arguments, message) in [

@@ -84,6 +84,22 @@ import TestSupport
         }
     }
 
+    /// A second hub on a port the first holds fails, says so, and makes no data
+    /// directory, database or lock file for a hub that never served.
+    @Test func aTakenPortIsRefusedBeforeAnyFileIsMade() throws {
+        let directory = try TemporaryDirectory("stele-hub-port")
+        let first = try HubProcess(["--data", directory.file("first")])
+        defer { _ = first.signal(SIGTERM) }
+        let port = try #require(first.url.port)
+        let second = try Self.run(["serve", "--listen", "127.0.0.1:\(port)", "--data", directory.file("second")])
+        #expect(second.status == 1, "\(second.error)")
+        #expect(second.error.contains("could not listen on 127.0.0.1:\(port)") && second.error.contains("another process listens there"), "\(second.error)")
+        #expect(!FileManager.default.fileExists(atPath: directory.file("second")), "a data directory was made for a hub that never served")
+        // The first hub still serves.
+        let health = try Data(contentsOf: first.url.appendingPathComponent("v1/health"))
+        #expect(String(decoding: health, as: UTF8.self).contains("ok"))
+    }
+
     static func run(_ arguments: [String]) throws -> (status: Int32, output: String, error: String) {
         let process = Process()
         process.executableURL = binary
