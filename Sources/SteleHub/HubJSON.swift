@@ -20,6 +20,16 @@ public enum HubJSON {
         return HubResponse(status: status, headers: headers, body: Array(encode(object).utf8))
     }
 
+    /// The bytes of `text` when it is standard padded base64 in its one canonical
+    /// spelling (RFC 4648 §3.5: the pad bits are zero, padding makes the length a
+    /// multiple of four, no other character); `nil` otherwise. Foundation's decoder
+    /// also takes non-zero pad bits ("QR==" reads as "QQ=="): two spellings of the
+    /// same bytes, which a hub storing and comparing what it was sent must not accept.
+    public static func base64(_ text: String) -> [UInt8]? {
+        guard let data = Data(base64Encoded: text), data.base64EncodedString() == text else { return nil }
+        return [UInt8](data)
+    }
+
     /// Parses a request body as one JSON object.
     /// - Throws: ``HubRefusal`` `400 bad_request` saying what is wrong.
     public static func object(_ body: [UInt8]) throws(HubRefusal) -> JSONBody {
@@ -99,9 +109,12 @@ public struct JSONBody {
 
     public func bytes(_ name: String) throws(HubRefusal) -> [UInt8] {
         let text = try string(name)
-        guard let data = Data(base64Encoded: text) else { throw .badRequest("the field \"\(name)\" must be standard padded base64") }
-        return [UInt8](data)
+        guard let bytes = HubJSON.base64(text) else { throw .badRequest("the field \"\(name)\" must be standard padded base64") }
+        return bytes
     }
+
+    /// Whether the field is there and JSON `null`.
+    public func isNull(_ name: String) -> Bool { fields[name] is NSNull }
 
     public func integer(_ name: String) throws(HubRefusal) -> Int64 {
         guard let value = fields[name] else { throw .badRequest("the field \"\(name)\" is missing") }

@@ -302,6 +302,9 @@ extension HubService {
                 return (response, false)
             case "PUT":
                 let body = try HubJSON.object(request.body)
+                guard !body.isNull("payload") else {
+                    throw HubRefusal.badRequest("the field \"payload\" is null; a PUT writes a value (standard padded base64): to delete the record, send DELETE")
+                }
                 let payload = try body.bytes("payload")
                 guard payload.count <= configuration.maximumRecordBytes else {
                     throw HubRefusal.badRequest("the field \"payload\" is \(payload.count) bytes, over the hub's \(configuration.maximumRecordBytes)-byte limit")

@@ -722,11 +722,11 @@ extension HubService {
         var member: String?
         switch op {
         case .put:
-            guard let data = Data(base64Encoded: try required(item.payload, "payload")) else { throw refuse("the field \"payload\" must be standard padded base64") }
+            guard let data = HubJSON.base64(try required(item.payload, "payload")) else { throw refuse("the field \"payload\" must be standard padded base64") }
             guard data.count <= configuration.maximumRecordBytes else {
                 throw refuse("the field \"payload\" is \(data.count) bytes, over the hub's \(configuration.maximumRecordBytes)-byte limit")
             }
-            payload = [UInt8](data)
+            payload = data
         case .delete:
             break
         case .add, .remove:

@@ -95,7 +95,7 @@ public final class Connection {
         let code: Int32
         if let forced = faults?.intercept(SQLiteCall(operation: .open, sql: nil)) {
             code = forced.rawValue
-        } else if mode == .readOnly, let quiet = Self.opensLeavingNoFiles(path) {
+        } else if mode == .readOnly, let quiet = Self.opensLeavingNoFiles(path) ?? Self.opensAsItIs(path) {
             opened = quiet
             code = SQLITE_OK
         } else {
@@ -137,7 +137,45 @@ public final class Connection {
         return opened
     }
 
-    private static func folder(of path: String) -> String {
+    /// A WAL file read where its `-wal` and `-shm` files cannot be made (a
+    /// read-only folder: a mounted snapshot, a backup's copy): a plain read-only
+    /// open fails at its first read (`SQLITE_CANTOPEN`). With neither file there
+    /// and none possible, no writer can have a commit in a WAL nor make one, so the
+    /// file is read as immutable (SQLite's `immutable=1`: no locks, no `-shm`),
+    /// which is then exact. Otherwise `nil`.
+    private static func opensAsItIs(_ path: String) -> OpaquePointer? {
+        guard !path.isEmpty, path != ":memory:", !path.hasPrefix("file:"), !path.hasPrefix("//"), access(path + "-wal", F_OK) != 0, access(path + "-shm", F_OK) != 0,
+            access(path + "-journal", F_OK) != 0, !canMakeFilesBeside(path)
+        else { return nil }
+        // Letters, digits and `/-._~` as they are; every other byte as SQLite's URI reader
+        // takes it, %HH (`?`, `#` and `%` would end or change the name).
+        let hex = Array("0123456789ABCDEF".utf8)
+        var escaped: [UInt8] = []
+        for byte in path.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "/"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                escaped.append(byte)
+            default:
+                escaped += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]]
+            }
+        }
+        var opened: OpaquePointer?
+        guard sqlite3_open_v2("file:" + String(decoding: escaped, as: UTF8.self) + "?immutable=1", &opened, SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE | SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nil) == SQLITE_OK,
+            let opened
+        else {
+            sqlite3_close_v2(opened)
+            return nil
+        }
+        return opened
+    }
+
+    /// Whether a file can be made in the folder of `path` (SQLite makes a WAL
+    /// database's `-wal` and `-shm` files there).
+    public static func canMakeFilesBeside(_ path: String) -> Bool { access(folder(of: path), W_OK) == 0 }
+
+    /// The folder `path` names its file in (`.` for a bare name).
+    public static func folder(of path: String) -> String {
         guard let slash = path.lastIndex(of: "/") else { return "." }
         return slash == path.startIndex ? "/" : String(path[..<slash])
     }

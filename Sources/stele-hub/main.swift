@@ -24,6 +24,7 @@ let usage = """
       compact   collect now the tombstones every device has pulled past: stele-hub compact [--data DIR | --postgres URL]
                 (serve does it every minute; GET /v1/accounts/{a}/status says which device holds the rest back)
       bench     the hub's figures: stele-hub bench [--json] [--quick] [--postgres URL] [--only PREFIX] [--connections N]
+      version   this build's version (also --version)
     """
 
 /// A usage mistake: printed with the usage, exit status 2.
@@ -327,6 +328,10 @@ func run() -> Int32 {
     }
     if ["help", "--help", "-h"].contains(command) {
         print(usage)
+        return 0
+    }
+    if ["--version", "version"].contains(command) {
+        print("stele-hub \(SteleVersion.current)")
         return 0
     }
     let rest = arguments.dropFirst()

@@ -40,7 +40,8 @@ func main() -> Int32 {
         commands:
         \(commands.map { "  " + $0.name.padding(toLength: 11, withPad: " ", startingAt: 0) + $0.summary }.joined(separator: "\n"))
 
-        Run 'stele help COMMAND' (or 'stele COMMAND --help') for a command's arguments.
+        Run 'stele help COMMAND' (or 'stele COMMAND --help') for a command's arguments;
+        'stele --version' for this build's version.
         """
 
     var arguments = Array(CommandLine.arguments.dropFirst())
@@ -58,6 +59,10 @@ func main() -> Int32 {
         return 2
     }
     arguments.removeFirst()
+    if ["--version", "version"].contains(name) {
+        print("stele \(SteleVersion.current)")
+        return 0
+    }
     if ["help", "--help", "-h"].contains(name) {
         // `stele help COMMAND`: that command's help, as `stele COMMAND --help` gives it.
         if name == "help", let topic = arguments.first {

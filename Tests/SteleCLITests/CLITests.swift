@@ -216,6 +216,12 @@ import TestSupport
         #expect(helpInspect.status == 0)
         #expect(helpInspect.output == inspect.output)
         #expect(try Self.stele("help", "sync").output == (try Self.stele("sync", "--help")).output)
+        // The version, as a newcomer filing a bug is asked for it.
+        for spelling in ["--version", "version"] {
+            let version = try Self.stele(spelling)
+            #expect(version.status == 0 && version.output == "stele \(SteleVersion.current)\n", "\(spelling): \(version.output)")
+        }
+        #expect(general.output.contains("stele --version"))
         let typo = try Self.stele("help", "snyc")
         #expect(typo.status == 2)
         #expect(typo.error.contains("unknown command 'snyc'; did you mean") && typo.error.contains("'sync'"), "\(typo.error)")

@@ -43,6 +43,51 @@ import TestSupport
         #expect(try replica.lww("flags").get("dark") == "on".bytes)
     }
 
+    /// A store in a folder nothing can be written in (a mounted snapshot, a
+    /// backup's read-only copy): SQLite cannot make the `-wal` and `-shm` files it
+    /// keeps beside a store. Reads read it as it is; a write says the folder is
+    /// not writable and what to do, exit 2, and leaves the store as it was.
+    @Test func aStoreInAFolderThatTakesNoFileIsReadAndAWriteSaysWhy() throws {
+        let directory = try TemporaryDirectory()
+        let folder = directory.file("snapshot")
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
+        let path = folder + "/phone.stele"
+        do {
+            let replica = try Replica.create(at: path, account: Fixtures.account(), device: Fixtures.device(1))
+            try replica.declare("notes", .causal)
+            try replica.causal("notes").put("groceries", "milk".bytes)
+        }
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+        #expect(!FileManager.default.fileExists(atPath: path + "-wal"), "the last handle closed: no WAL beside the store")
+        // root writes through a folder's mode bits: the immutable attribute stops root too.
+        func setWritable(_ writable: Bool) throws {
+            if getuid() == 0 {
+                let chattr = Process()
+                chattr.executableURL = URL(fileURLWithPath: "/usr/bin/chattr")
+                chattr.arguments = [writable ? "-i" : "+i", folder]
+                try chattr.run()
+                chattr.waitUntilExit()
+            } else {
+                try FileManager.default.setAttributes([.posixPermissions: writable ? 0o755 : 0o555], ofItemAtPath: folder)
+            }
+        }
+        try setWritable(false)
+        defer { try? setWritable(true) }
+        try #require(access(folder, W_OK) != 0, "the test could not make \(folder) unwritable, so it checks nothing")
+        let got = try Self.stele("get", path, "notes", "groceries")
+        #expect(got.status == 0 && got.output == "milk\n", "\(got.error)")
+        let inspected = try Self.stele("inspect", path)
+        #expect(inspected.status == 0 && inspected.output.contains("notes"), "\(inspected.error)")
+        for write in [["put", path, "notes", "k", "v", "--keys", directory.file("keys")], ["namespace", path, "flags", "lww", "--keys", directory.file("keys")]] {
+            let refused = try CLITests.stele(write)
+            #expect(refused.status == 2, "\(write[0]): \(refused.error)")
+            #expect(refused.error.contains("its folder \(folder) is not writable") && refused.error.contains("make the folder writable"), "\(refused.error)")
+            #expect(!refused.error.contains("SQLite step failed"), "\(refused.error)")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder) == ["phone.stele"], "nothing was made beside the store")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before, "the store is as it was")
+    }
+
     @Test func mistakesAreOneLineWithStatus2AndChangeNothing() throws {
         let directory = try TemporaryDirectory()
         let (path, replica) = try Self.store(directory)

@@ -446,6 +446,10 @@ import TestSupport
             #expect(help.output.contains("usage: stele-hub COMMAND"), "\(command) --help")
         }
         #expect(try Self.run(["serve", "--tls-cert", "/nonexistent"]).status == 2)
+        for spelling in ["--version", "version"] {
+            let version = try Self.run([spelling])
+            #expect(version.status == 0 && version.output == "stele-hub \(SteleVersion.current)\n", "\(spelling): \(version.output)")
+        }
         // Every limit is a flag; a value that is no positive whole number is a usage error.
         for flag in ["--max-mutations-per-push", "--max-changes-per-page", "--max-clock-ahead"] {
             let bad = try Self.run(["serve", flag, "0"])

@@ -664,6 +664,36 @@ import TestSupport
 
     // MARK: - Bad input
 
+    /// Bytes have one spelling on the wire: standard padded base64 whose pad bits
+    /// are zero (RFC 4648 §3.5). Foundation's decoder also reads "dR==" as "dQ=="
+    /// ("u"); the hub refuses every other spelling, in a push, a PUT and any other
+    /// body, and keeps nothing of it. A null payload in a PUT says to send DELETE.
+    @Test(arguments: Backend.allCases) func bytesHaveOneSpellingAndANullPutSaysToDelete(_ backend: Backend) throws {
+        let a = try Account(backend)
+        let before = try a.hub.snapshot()
+        #expect(Data(base64Encoded: "dR==").map { [UInt8]($0) } == [0x75], "Foundation alone takes the non-zero pad bits this test is about")
+        for spelling in ["dR==", "dQ", "dQ==\n", " dQ==", "dQ=", "dQ===", "d-Q=", "dRF="] {
+            var mutation = Self.put("x", "v", at: 1)
+            mutation["payload"] = spelling
+            let pushed = a.hub.call("POST", "\(a.base)/records/push", json: ["mutations": [mutation]], token: a.token)
+            #expect(pushed.status == 400 && pushed.errorCode == "bad_request", "push \(spelling): \(pushed.text)")
+            #expect(pushed.errorMessage?.contains("standard padded base64") == true, "\(pushed.text)")
+            let put = a.hub.call("PUT", "\(a.base)/records/note/x", json: ["payload": spelling, "modifiedAt": 1], token: a.token)
+            #expect(put.status == 400 && put.errorCode == "bad_request", "PUT \(spelling): \(put.text)")
+            #expect(put.errorMessage?.contains("standard padded base64") == true, "\(put.text)")
+        }
+        #expect(try a.hub.snapshot() == before, "nothing of a refused body is kept")
+        let null = a.hub.call("PUT", "\(a.base)/records/note/x", json: ["payload": NSNull(), "modifiedAt": 1], token: a.token)
+        #expect(null.status == 400 && null.errorCode == "bad_request")
+        #expect(null.errorMessage?.contains("send DELETE") == true, "\(null.text)")
+        // The canonical spellings still land: no pad, one pad, two pads.
+        for (id, spelling) in [("three", "dXZ3"), ("two", "dXY="), ("one", "dQ==")] {
+            #expect(a.hub.call("PUT", "\(a.base)/records/note/\(id)", json: ["payload": spelling, "modifiedAt": 2], token: a.token).status == 200)
+        }
+        #expect(a.get("note", "one").json["payload"] as? String == "dQ==")
+        #expect(HubJSON.base64("") == [], "no bytes is the empty string")
+    }
+
     /// JSON has no comma before `]` or `}` (RFC 8259 §4, §5), and HUB-API answers
     /// malformed JSON `400`; Foundation's parser on Linux lets one through, so
     /// every body the hub reads is looked at first. A comma inside a string is text.

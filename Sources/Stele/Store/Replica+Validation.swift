@@ -79,6 +79,13 @@ extension Replica {
         case .error:
             // A missing table: SQLite but not laid out as a Stele store.
             ReplicaError(.corrupt, "the store at \(path) is missing part of its schema; the file is damaged", cause: error)
+        case .cantOpen where !Connection.canMakeFilesBeside(path):
+            // The file opened, but the first read needs the `-wal` and `-shm` files
+            // SQLite keeps beside a WAL database, and the folder takes no new file.
+            ReplicaError(
+                .folderNotWritable,
+                "cannot open the store at \(path) to write: its folder \(Connection.folder(of: path)) is not writable, and SQLite keeps the store's -wal and -shm files beside it; make the folder writable, or copy the store to a folder that is",
+                cause: error)
         default:
             // Busy, I/O, permissions: not a verdict on the file; report SQLite's own error.
             error

@@ -12,7 +12,7 @@ public struct ReplicaError: Error, Sendable, CustomStringConvertible {
             case kindMismatch, undeclaredNamespace, invalidName, limitExceeded
             case appendOnlyIsFinal, groupBuried, invalidRecord, notDecodable, readOnly
             case messageExists, messageMissing, messageDeleted, notAuthor, conversationMismatch
-            case stampFloorUnavailable
+            case stampFloorUnavailable, folderNotWritable
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -27,6 +27,10 @@ public struct ReplicaError: Error, Sendable, CustomStringConvertible {
         public static let storeExists = Code(.storeExists)
         /// `open` found no store at the path.
         public static let storeMissing = Code(.storeMissing)
+        /// The store's folder cannot be written, and SQLite keeps a store's `-wal`
+        /// and `-shm` files beside it: it cannot be opened to write. (A read-only
+        /// open of a store with neither file reads it as it is.)
+        public static let folderNotWritable = Code(.folderNotWritable)
         /// The store belongs to another account.
         public static let accountMismatch = Code(.accountMismatch)
         /// The store belongs to another device.
