@@ -61,14 +61,7 @@ public final class MirrorStore {
     public init(path: String, configuration: Configuration = Configuration()) throws {
         self.path = path
         self.configuration = configuration
-        let connection: Connection
-        do {
-            connection = try Connection(path: path, mode: .readWriteCreate, configuration: .standard)
-        } catch let error as SQLiteError where error.code.primary == .notADatabase {
-            throw MirrorError(.notAMirrorStore, "\(path) is not an SQLite database; choose another path")
-        } catch let error as SQLiteError {
-            throw MirrorError(.storage, "cannot open \(path): \(error.message)")
-        }
+        let connection = try Self.connect(path, mode: .readWriteCreate, configuration: .standard)
         do {
             let application = try connection.scalarInt("PRAGMA application_id") ?? 0
             let version = try Migrator.version(of: connection)
@@ -87,7 +80,7 @@ public final class MirrorStore {
         } catch let error as MigrationError {
             throw MirrorError(.newerFormat, "\(path): \(error.message)")
         } catch let error as SQLiteError where error.code.primary == .notADatabase {
-            throw MirrorError(.notAMirrorStore, "\(path) is not an SQLite database; choose another path")
+            throw Self.failure(error, path, doing: "read")
         }
         self.connection = connection
     }
@@ -101,14 +94,7 @@ public final class MirrorStore {
     public init(readingAt path: String) throws {
         self.path = path
         configuration = Configuration()
-        let connection: Connection
-        do {
-            connection = try Connection(path: path, mode: .readOnly, configuration: nil)
-        } catch let error as SQLiteError where error.code.primary == .notADatabase {
-            throw MirrorError(.notAMirrorStore, "\(path) is not an SQLite database; choose another path")
-        } catch let error as SQLiteError {
-            throw MirrorError(.storage, "cannot open \(path): \(error.message)")
-        }
+        let connection = try Self.connect(path, mode: .readOnly, configuration: nil)
         do {
             guard try connection.scalarInt("PRAGMA application_id") == Self.applicationID else {
                 throw MirrorError(.notAMirrorStore, "\(path) is not a Stele mirror store; choose another path")
@@ -122,12 +108,26 @@ public final class MirrorStore {
                 throw MirrorError(.storage, "\(path) has the older format \(version); open it once read-write (the app, or a sync) to upgrade it to \(latest)")
             }
             clientID = try connection.scalarText("SELECT value FROM mirror_meta WHERE name = 'client'") ?? ""
-        } catch let error as SQLiteError where error.code.primary == .notADatabase {
-            throw MirrorError(.notAMirrorStore, "\(path) is not an SQLite database; choose another path")
         } catch let error as SQLiteError {
-            throw MirrorError(.storage, "cannot read \(path): \(error.message)")
+            throw Self.failure(error, path, doing: "read")
         }
         self.connection = connection
+    }
+
+    /// Opens `path` through SQLite; a failure is said in the mirror's words (``failure(_:_:doing:)``).
+    private static func connect(_ path: String, mode: Connection.OpenMode, configuration: Connection.Configuration?) throws -> Connection {
+        do {
+            return try Connection(path: path, mode: mode, configuration: configuration)
+        } catch let error as SQLiteError {
+            throw failure(error, path, doing: "open")
+        }
+    }
+
+    /// SQLite's failure to open or read `path`: no database at all (`notAMirrorStore`), or any other (`storage`).
+    private static func failure(_ error: SQLiteError, _ path: String, doing verb: String) -> MirrorError {
+        error.code.primary == .notADatabase
+            ? MirrorError(.notAMirrorStore, "\(path) is not an SQLite database; choose another path")
+            : MirrorError(.storage, "cannot \(verb) \(path): \(error.message)")
     }
 
     /// Twelve random hex digits.
