@@ -7,6 +7,13 @@ extension HubService {
     /// The wakeup key of a device's mailbox.
     static func mailboxKey(_ account: String, _ device: String) -> String { "relay:\(account):\(device)" }
 
+    /// The largest `after` a relay poll takes: 2^62, which no mailbox's numbers come
+    /// near (one a nanosecond for a century is below 2^62), and which leaves 2^62
+    /// numbers past it. A cursor beyond it would be taken as one from a lost history
+    /// (``numberMailbox(of:past:_:)``) and leave the counter so near 2^63 that the
+    /// next frames could not be numbered: the mailbox refused every frame for good.
+    public static let largestRelayCursor: Int64 = 1 << 62
+
     /// The most bytes of frames one long-poll answer carries (at least one frame always).
     static let answerBytesLimit = 8 << 20
 
@@ -55,7 +62,7 @@ extension HubService {
     /// `GET /v1/accounts/{a}/relay?after=SEQ&wait=SECONDS`: deletes the frames up
     /// to `after`, then answers the ones after it, or parks until one lands.
     func receive(_ account: AccountID, _ request: HubRequest) throws -> HubOutcome {
-        let after = try Self.queryInteger(request, "after", default: 0, range: 0...Int64.max)
+        let after = try Self.queryInteger(request, "after", default: 0, range: 0...Self.largestRelayCursor)
         let wait = try Self.queryInteger(request, "wait", default: 30, range: 0...Int64(configuration.maximumWaitSeconds))
         // The acknowledgement and the first look share one transaction.
         let (caller, first) = try transaction(account) { sql in

@@ -39,7 +39,7 @@ enum HubBenchCommand {
         }
         if wanted("hub.connections") {
             say("hub.connections ...")
-            figures.append(contentsOf: try connections(count: try options.integer("--connections", default: quick ? 1_000 : 10_000)))
+            figures.append(contentsOf: try connections(count: try options.integer("--connections", default: quick ? 1_000 : 10_000, maximum: 100_000)))
         }
         if wanted("hub.fleet") {
             figures.append(contentsOf: try FleetBench.run(quick: quick, say: say))

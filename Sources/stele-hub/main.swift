@@ -61,9 +61,13 @@ struct Options {
         }
     }
 
-    func integer(_ name: String, default fallback: Int) throws -> Int {
+    /// A positive whole number, at most `maximum`: each limit's largest is far past
+    /// any use, and keeps the hub's arithmetic on it (milliseconds, sums of bytes)
+    /// inside 63 bits (a session of 2^53 seconds trapped at the first login).
+    func integer(_ name: String, default fallback: Int, maximum: Int) throws -> Int {
         guard let text = values[name] else { return fallback }
         guard let value = Int(text), value > 0 else { throw UsageError(message: "\(name) takes a positive whole number, not '\(text)'") }
+        guard value <= maximum else { throw UsageError(message: "\(name) takes a whole number from 1 to \(maximum), not \(text)") }
         return value
     }
 }
@@ -182,18 +186,19 @@ func serve(_ arguments: ArraySlice<String>) throws {
     }
     var configuration = HubService.Configuration()
     configuration.open = options.flags.contains("--open")
-    configuration.maximumBodyBytes = try options.integer("--max-body-bytes", default: configuration.maximumBodyBytes)
-    configuration.maximumFrameBytes = try options.integer("--max-frame-bytes", default: configuration.maximumFrameBytes)
-    configuration.maximumMailboxBytes = try options.integer("--max-mailbox-bytes", default: configuration.maximumMailboxBytes)
-    configuration.maximumMutationsPerPush = try options.integer("--max-mutations-per-push", default: configuration.maximumMutationsPerPush)
-    configuration.maximumChangesPerPage = try options.integer("--max-changes-per-page", default: configuration.maximumChangesPerPage)
-    configuration.maximumClockAheadSeconds = try options.integer("--max-clock-ahead", default: configuration.maximumClockAheadSeconds)
-    configuration.sessionLifetimeSeconds = try options.integer("--session-seconds", default: configuration.sessionLifetimeSeconds)
-    configuration.joinRequestLifetimeSeconds = try options.integer("--join-request-seconds", default: configuration.joinRequestLifetimeSeconds)
+    let tenYears = 10 * 365 * 86_400
+    configuration.maximumBodyBytes = try options.integer("--max-body-bytes", default: configuration.maximumBodyBytes, maximum: 1 << 30)
+    configuration.maximumFrameBytes = try options.integer("--max-frame-bytes", default: configuration.maximumFrameBytes, maximum: 1 << 30)
+    configuration.maximumMailboxBytes = try options.integer("--max-mailbox-bytes", default: configuration.maximumMailboxBytes, maximum: 1 << 40)
+    configuration.maximumMutationsPerPush = try options.integer("--max-mutations-per-push", default: configuration.maximumMutationsPerPush, maximum: 1_000_000)
+    configuration.maximumChangesPerPage = try options.integer("--max-changes-per-page", default: configuration.maximumChangesPerPage, maximum: 1_000_000)
+    configuration.maximumClockAheadSeconds = try options.integer("--max-clock-ahead", default: configuration.maximumClockAheadSeconds, maximum: tenYears)
+    configuration.sessionLifetimeSeconds = try options.integer("--session-seconds", default: configuration.sessionLifetimeSeconds, maximum: tenYears)
+    configuration.joinRequestLifetimeSeconds = try options.integer("--join-request-seconds", default: configuration.joinRequestLifetimeSeconds, maximum: tenYears)
     var serverConfiguration = HubServer.Configuration()
     serverConfiguration.host = host
     serverConfiguration.port = port
-    serverConfiguration.threads = try options.integer("--threads", default: serverConfiguration.threads)
+    serverConfiguration.threads = try options.integer("--threads", default: serverConfiguration.threads, maximum: 1_024)
     serverConfiguration.maximumBodyBytes = configuration.maximumBodyBytes
     if let certificate = options.values["--tls-cert"], let key = options.values["--tls-key"] {
         guard let certificateBytes = FileManager.default.contents(atPath: certificate) else { throw UsageError(message: "cannot read the TLS certificate \(certificate)") }

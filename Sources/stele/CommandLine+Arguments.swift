@@ -21,8 +21,8 @@ struct ParsedArguments {
     private(set) var positionals: [String] = []
 
     /// Parses `arguments`, accepting only `flags` (booleans) and `options` (taking a value).
-    /// - Throws: ``UsageError`` for an unknown flag (suggesting the closest known one)
-    ///   or an option without its value.
+    /// - Throws: ``UsageError`` for an unknown flag (suggesting the closest known one),
+    ///   an option without its value, or one given twice.
     init(_ arguments: [String], flags knownFlags: Set<String>, options knownOptions: Set<String> = [], usage: String) throws {
         var iterator = arguments.makeIterator()
         while let argument = iterator.next() {
@@ -33,6 +33,10 @@ struct ParsedArguments {
                     flags.insert(argument)
                 } else if knownOptions.contains(argument) {
                     guard let value = iterator.next() else { throw UsageError(message: "\(argument) needs a value", usage: usage) }
+                    // Each option holds one value: a second would silently win over the first.
+                    if let first = options[argument] {
+                        throw UsageError(message: "\(argument) is given twice ('\(first)' and '\(value)'); give it once", usage: usage)
+                    }
                     options[argument] = value
                 } else {
                     let known = knownFlags.union(knownOptions)

@@ -15,6 +15,9 @@ enum SyncCommands {
     /// online until SIGINT or SIGTERM.
     static func sync(_ arguments: [String]) throws {
         let parsed = try ParsedArguments(arguments, flags: ["--watch", "--trace"], options: ["--timeout", "--keys", "--hub"], usage: syncUsage)
+        if parsed.has("--watch"), let timeout = parsed.options["--timeout"] {
+            throw UsageError(message: "--timeout \(timeout) ends a one-pass sync; --watch keeps going until stopped (Ctrl-C): give one of them", usage: syncUsage)
+        }
         guard parsed.positionals.count == 1 else {
             throw UsageError(message: "expected one store path, got \(parsed.positionals.count) arguments", usage: syncUsage)
         }

@@ -23,6 +23,8 @@ import TestSupport
             (["sync"], "expected one store path"),
             (["sync", store, "--timeout", "soon"], "--timeout takes a duration"),
             (["sync", store, "--wach"], "did you mean '--watch'"),
+            (["sync", store, "--timeout", "2s", "--timeout", "3s"], "--timeout is given twice ('2s' and '3s'); give it once"),
+            (["sync", store, "--watch", "--timeout", "2s"], "--timeout 2s ends a one-pass sync; --watch keeps going"),
             (["status", store, store], "expected one store path"),
         ]
         for (arguments, message) in cases {
@@ -95,6 +97,27 @@ import TestSupport
         let revokeSelf = try world.stele("revoke", world.path("phone"), try world.deviceID("phone"))
         #expect(revokeSelf.status == 2)
         #expect(revokeSelf.error.contains("cannot revoke itself"), "\(revokeSelf)")
+    }
+
+    /// A device alone on its account (its joiner not approved yet, say) is in sync
+    /// as soon as the hub answers: a one-pass sync ends at once, exit 0. (Its first
+    /// poll was held a whole wait, 60 s, the device "connecting" all along: every
+    /// such sync failed at its timeout.) A timeout of any size is taken, none traps.
+    @Test func aDeviceAloneOnItsAccountIsInSyncInOnePass() throws {
+        let world = try DeviceWorld()
+        let founded = try world.must("init", world.path("phone"), "--hub", world.hub())
+        let account = try #require(DeviceWorld.field("account", in: founded.output))
+        try world.must("namespace", world.path("phone"), "notes", "causal")
+        let alone = try world.stele("sync", world.path("phone"), "--timeout", "20s")
+        #expect(alone.status == 0, "\(alone)")
+        #expect(alone.output.contains("in sync (no other device yet)"), "\(alone)")
+        try world.must("join", world.path("laptop"), "--hub", world.hub(), "--account", account)
+        let waiting = try world.stele("sync", world.path("phone"), "--timeout", "20s")
+        #expect(waiting.status == 0 && waiting.output.contains("in sync (no other device yet)"), "a joiner not approved is no sibling yet: \(waiting)")
+        for huge in ["100000000000h", "9223372036854775807ms", "99999999999999999999s"] {
+            let long = try world.stele("sync", world.path("phone"), "--timeout", huge)
+            #expect(long.status == 0, "--timeout \(huge): \(long)")
+        }
     }
 
     @Test func aSyncWithTheHubDownFailsAfterItsTimeoutSayingWhy() throws {

@@ -456,6 +456,20 @@ import TestSupport
             #expect(bad.status == 2)
             #expect(bad.error.contains("\(flag) takes a positive whole number, not '0'"), "\(bad.error)")
         }
+        // Each has a largest: past it the hub's arithmetic on it overflowed, and the first request
+        // that used it trapped (a session of 2^53 seconds at the first login).
+        let largest = [
+            ("--max-body-bytes", 1 << 30), ("--max-frame-bytes", 1 << 30), ("--max-mailbox-bytes", 1 << 40), ("--max-mutations-per-push", 1_000_000),
+            ("--max-changes-per-page", 1_000_000), ("--max-clock-ahead", 315_360_000), ("--session-seconds", 315_360_000),
+            ("--join-request-seconds", 315_360_000), ("--threads", 1_024),
+        ]
+        for (flag, maximum) in largest {
+            for value in [String(maximum + 1), "9223372036854775807"] {
+                let huge = try Self.run(["serve", flag, value, "--data", "/nonexistent/never-made"])
+                #expect(huge.status == 2, "\(flag) \(value): \(huge.error)")
+                #expect(huge.error.contains("\(flag) takes a whole number from 1 to \(maximum), not \(value)"), "\(huge.error)")
+            }
+        }
         let limitsFolder = try TemporaryDirectory("stele-hub-limits")
         let limited = try HubProcess(["--data", limitsFolder.file("hub"), "--max-mutations-per-push", "2", "--max-changes-per-page", "5", "--max-clock-ahead", "60"])
         #expect(limited.url.port != nil, "a hub starts with every limit given")

@@ -662,6 +662,32 @@ import TestSupport
         #expect(changes.count == 1 && changes[0]["payload"] is NSNull)
     }
 
+    /// `stele-hub serve` takes each limit up to its largest (docs/hub-api.md "Limits"); at
+    /// every largest at once the hub's arithmetic on them (milliseconds, sums of bytes, the
+    /// push grouping) stays inside 63 bits: a login, a push from the edge of the clock
+    /// window, a page, a frame to the mailbox and the status are all served.
+    @Test(arguments: Backend.allCases) func aHubAtEveryLimitsLargestServes(_ backend: Backend) throws {
+        let tenYears = 315_360_000
+        let a = try Account(backend) { configuration in
+            configuration.maximumBodyBytes = 1 << 30
+            configuration.maximumFrameBytes = 1 << 30
+            configuration.maximumMailboxBytes = 1 << 40
+            configuration.maximumMutationsPerPush = 1_000_000
+            configuration.maximumChangesPerPage = 1_000_000
+            configuration.maximumClockAheadSeconds = tenYears
+            configuration.sessionLifetimeSeconds = tenYears
+            configuration.joinRequestLifetimeSeconds = tenYears
+        }
+        let now = a.hub.clock.milliseconds
+        #expect(a.statuses([Self.put("x", "v", at: now + Int64(tenYears) * 1_000 - 1)]) == ["applied"])
+        #expect(a.statuses([Self.put("y", "v", at: now + Int64(tenYears) * 1_000 + 1)]) == ["refused"])
+        #expect(try a.pageAll().changes.count == 1)
+        let device = Fixtures.identity(1).deviceID.hex
+        #expect(a.hub.call("POST", "\(a.base)/relay/\(device)", body: [1, 2, 3], token: a.token).status == 202)
+        #expect(a.hub.call("GET", "\(a.base)/status", token: a.token).status == 200)
+        #expect(a.hub.call("GET", "\(a.base)/join-requests", token: a.token).status == 200)
+    }
+
     // MARK: - Bad input
 
     /// Bytes have one spelling on the wire: standard padded base64 whose pad bits

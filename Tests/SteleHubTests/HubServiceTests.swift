@@ -345,6 +345,21 @@ import TestSupport
         #expect(refused.errorCode == "bad_request")
         #expect(try read(after: 31) == RelayBody(next: 32, frames: [(32, [6])]))
         #expect(try read(after: 32) == RelayBody(next: 32, frames: []))
+        // Nor over an empty mailbox: a cursor there past the largest would leave no number
+        // for the next frame, and every frame was refused as if the mailbox were full.
+        for cursor in [Int64.max, Int64.max - 1, HubService.largestRelayCursor + 1] {
+            let past = hub.call("GET", "\(relay)?after=\(cursor)&wait=0", token: laptopToken)
+            #expect(past.status == 400 && past.errorCode == "bad_request", "\(cursor): \(past.text)")
+            #expect(past.errorMessage?.contains("from 0 to \(HubService.largestRelayCursor)") == true, "\(past.text)")
+        }
+        #expect(send([7]) == #"{"seq":33}"#)
+        #expect(try read(after: 32) == RelayBody(next: 33, frames: [(33, [7])]))
+        #expect(try read(after: 33) == RelayBody(next: 33, frames: []))
+        // The largest cursor is taken, and the frames after it are numbered past it.
+        let largest = UInt64(HubService.largestRelayCursor)
+        #expect(try read(after: Int64(largest)) == RelayBody(next: largest, frames: []))
+        #expect(send([8]) == "{\"seq\":\(largest + 1)}")
+        #expect(try read(after: Int64(largest)) == RelayBody(next: largest + 1, frames: [(largest + 1, [8])]))
     }
 
     @Test(arguments: Backend.allCases) func aParkedPollAnswersWhenAFrameLands(_ backend: Backend) throws {

@@ -138,6 +138,7 @@ public final class HubClient: Sendable {
             return completion(.failure(HubClientError(.unreachable, "cannot form a URL from \(hub) and \(path)")))
         }
         var request = HubHTTPRequest(method: method, url: url, body: bytes, timeoutSeconds: timeoutSeconds ?? self.timeoutSeconds)
+        request.heldSeconds = heldSeconds
         for (name, value) in headers { request.headers[name] = value }
         if !bytes.isEmpty || method == "POST" || method == "PUT" { request.headers["Content-Type"] = isJSON ? "application/json" : "application/octet-stream" }
         // The device's wall clock, so the hub can tell its operator (and the status endpoint) whose clock is off.

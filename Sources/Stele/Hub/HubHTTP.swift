@@ -14,6 +14,9 @@ public struct HubHTTPRequest: Sendable {
     public var body: [UInt8]
     /// How long the exchange may take before it fails as unreachable.
     public var timeoutSeconds: Double
+    /// How long the hub may hold the request before it answers (a long poll's
+    /// `wait`); 0 for one it answers at once.
+    public var heldSeconds: Double = 0
 
     public init(method: String, url: URL, headers: [String: String] = [:], body: [UInt8] = [], timeoutSeconds: Double) {
         self.method = method
@@ -58,23 +61,80 @@ public protocol HubHTTP: Sendable {
 
 /// ``HubHTTP`` over Foundation's `URLSession` (FoundationNetworking on Linux):
 /// what Swift apps already use, with its connection reuse and TLS.
+///
+/// A request the hub holds (a long poll, ``HubHTTPRequest/heldSeconds``) goes on
+/// a session of its own with one connection, opened by a quick `GET /v1/health`
+/// first when it may be closed. FoundationNetworking (through 6.3) watches a
+/// socket for writing while libcurl connects and never stops watching it when
+/// libcurl then asks only to read: a request that opens its connection keeps a
+/// core busy until it is answered, which for a long poll is its whole wait (a
+/// `stele sync` at 94 % CPU for a minute at a time). A request on a connection
+/// an earlier request opened is watched for reading alone.
 public final class URLSessionHubHTTP: HubHTTP {
     private let session: URLSession
+    /// Sessions for held requests, one connection each, with when their connection
+    /// was last known open; at most ``maximumHeldSessions`` are kept.
+    private let heldSessions = Mutex<[(session: URLSession, openedAt: Double)]>([])
+    private let warmsHeldConnections: Bool
+    static let maximumHeldSessions = 4
+    /// How long a held session's connection is taken to stay open after an answer:
+    /// well inside the hub's 90 s idle limit (HUB-API "Limits").
+    static let openForSeconds = 30.0
 
-    /// - Parameter maximumConnections: connections kept open to the hub (a long
-    ///   poll holds one while frames go out on the others).
-    public init(maximumConnections: Int = 6) {
+    /// - Parameter maximumConnections: connections kept open to the hub for the
+    ///   requests it answers at once (held ones have their own).
+    public convenience init(maximumConnections: Int = 6) {
+        self.init(maximumConnections: maximumConnections, warmsHeldConnections: true)
+    }
+
+    /// `warmsHeldConnections: false` sends a held request as any other: the
+    /// test that shows the spin above uses it.
+    init(maximumConnections: Int, warmsHeldConnections: Bool) {
+        session = Self.makeSession(maximumConnections: maximumConnections)
+        self.warmsHeldConnections = warmsHeldConnections
+    }
+
+    private static func makeSession(maximumConnections: Int) -> URLSession {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
         configuration.httpMaximumConnectionsPerHost = maximumConnections
         // Each request sets its own timeout (a long poll's is longer than its wait).
         configuration.timeoutIntervalForRequest = 120
-        session = URLSession(configuration: configuration)
+        return URLSession(configuration: configuration)
     }
 
-    deinit { session.finishTasksAndInvalidate() }
+    deinit {
+        session.finishTasksAndInvalidate()
+        for held in heldSessions.withLock({ $0 }) { held.session.finishTasksAndInvalidate() }
+    }
 
     public func perform(_ request: HubHTTPRequest, completion: @escaping @Sendable (Result<HubAnswer, HubClientError>) -> Void) {
+        guard request.heldSeconds > 0, warmsHeldConnections else { return Self.send(request, on: session, completion: completion) }
+        let now = Date().timeIntervalSince1970
+        let taken = heldSessions.withLock { $0.popLast() } ?? (session: Self.makeSession(maximumConnections: 1), openedAt: -.infinity)
+        let held = taken.session
+        let hold: @Sendable () -> Void = { [self] in
+            Self.send(request, on: held) { [self] result in
+                // An answer leaves the connection open (an error may have closed it).
+                let answered = if case .success(let answer) = result, answer.status < 500 { true } else { false }
+                let back = (session: held, openedAt: answered ? Date().timeIntervalSince1970 : -.infinity)
+                let kept = heldSessions.withLock { sessions in
+                    guard sessions.count < Self.maximumHeldSessions else { return false }
+                    sessions.append(back)
+                    return true
+                }
+                if !kept { held.finishTasksAndInvalidate() }
+                completion(result)
+            }
+        }
+        guard now - taken.openedAt > Self.openForSeconds, let health = URL(string: "/v1/health", relativeTo: request.url)?.absoluteURL else {
+            return hold()
+        }
+        // Whatever it answers, the held request follows: on its connection if it opened one.
+        Self.send(HubHTTPRequest(method: "GET", url: health, timeoutSeconds: min(request.timeoutSeconds, 10)), on: held) { _ in hold() }
+    }
+
+    private static func send(_ request: HubHTTPRequest, on session: URLSession, completion: @escaping @Sendable (Result<HubAnswer, HubClientError>) -> Void) {
         var urlRequest = URLRequest(url: request.url, timeoutInterval: request.timeoutSeconds)
         urlRequest.httpMethod = request.method
         for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }

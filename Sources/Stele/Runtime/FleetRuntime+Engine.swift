@@ -165,7 +165,11 @@ extension FleetRuntime {
 
         private func poll() {
             guard phase == .running else { return }
-            let wait = configuration.pollWaitSeconds
+            // Until a poll is answered (at the start, after a failure) the hub is asked not to
+            // wait: its answer is the backlog, and tells the device it is connected. Held,
+            // it kept a device that nothing writes to "connecting" for a whole wait, and a
+            // one-pass `stele sync` alone on its account never in sync.
+            let wait = connection == .connected ? configuration.pollWaitSeconds : 0
             let me = self.me
             client.request("GET", "\(client.accountPath)/relay?after=\(cursor)&wait=\(wait)", timeoutSeconds: Double(wait) + 20, heldSeconds: Double(wait)) { result in
                 me.async { $0.polled(result) }

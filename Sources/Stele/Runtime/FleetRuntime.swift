@@ -167,6 +167,9 @@ public final class FleetRuntime: Sendable {
     /// The latest status.
     public var status: FleetRuntimeStatus { board.status }
 
+    /// The longest ``waitUntilInSync(timeoutSeconds:)`` waits: a hundred years.
+    public static let longestWaitSeconds: Double = 100 * 365 * 86_400
+
     /// The status now, then each time it changes, until the runtime stops.
     public func statusUpdates() -> AsyncStream<FleetRuntimeStatus> { board.statusUpdates() }
 
@@ -175,6 +178,7 @@ public final class FleetRuntime: Sendable {
 
     /// Waits until the device is in sync with every sibling (``FleetRuntimeStatus/inSync``),
     /// the runtime stops for an error, or `timeoutSeconds` pass; returns the status then.
+    /// A timeout above ``longestWaitSeconds`` (infinity included) waits that long.
     public func waitUntilInSync(timeoutSeconds: Double) async -> FleetRuntimeStatus {
         let updates = statusUpdates()
         let reached = await withTaskGroup(of: FleetRuntimeStatus?.self) { group in
@@ -185,7 +189,8 @@ public final class FleetRuntime: Sendable {
                 return nil
             }
             group.addTask {
-                try? await Task.sleep(nanoseconds: UInt64(max(0, timeoutSeconds) * 1e9))
+                // Clamped: nanoseconds past 2^64 do not convert (`--timeout 1e12h` trapped).
+                try? await Task.sleep(nanoseconds: UInt64(min(max(0, timeoutSeconds), Self.longestWaitSeconds) * 1e9))
                 return nil
             }
             let first = await group.next() ?? nil
