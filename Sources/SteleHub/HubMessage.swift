@@ -11,6 +11,10 @@ public struct HubRequest: Sendable {
     /// Header names lowercased.
     public var headers: [String: String]
     public var body: [UInt8]
+    /// The first query name or value whose percent-escapes do not decode (a `%`
+    /// without two hex digits after it, or escapes that are not UTF-8), as sent:
+    /// the hub refuses the request (`400`) rather than read it as written.
+    public var malformedQuery: String?
 
     public init(method: String, path: String, query: [String: String] = [:], headers: [String: String] = [:], body: [UInt8] = []) {
         self.method = method
@@ -23,15 +27,22 @@ public struct HubRequest: Sendable {
     /// Splits `target` (`/v1/x?a=1&b=2`) into path and decoded query.
     public init(method: String, target: String, headers: [String: String] = [:], body: [UInt8] = []) {
         var query: [String: String] = [:]
+        var malformed: String?
+        func decoded(_ text: Substring) -> String {
+            if let plain = String(text).removingPercentEncoding { return plain }
+            if malformed == nil { malformed = String(text) }
+            return String(text)
+        }
         let parts = target.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
         if parts.count == 2 {
             for pair in parts[1].split(separator: "&") {
                 let sides = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-                let name = String(sides[0]).removingPercentEncodingOrSelf
-                query[name] = sides.count == 2 ? String(sides[1]).removingPercentEncodingOrSelf : ""
+                let name = decoded(sides[0])
+                query[name] = sides.count == 2 ? decoded(sides[1]) : ""
             }
         }
         self.init(method: method, path: String(parts[0]), query: query, headers: headers, body: body)
+        malformedQuery = malformed
     }
 }
 
@@ -87,6 +98,4 @@ public struct HubWait: Sendable {
     }
 }
 
-extension String {
-    var removingPercentEncodingOrSelf: String { removingPercentEncoding ?? self }
-}
+

@@ -79,6 +79,10 @@ public final class HubService: HubHandler {
             if request.body.count > configuration.maximumBodyBytes {
                 throw HubRefusal(413, "too_large", "the body is \(request.body.count) bytes, over the hub's \(configuration.maximumBodyBytes)-byte limit")
             }
+            if let malformed = request.malformedQuery {
+                // Read as written, `epoch=%ZZ` named an epoch no history has: the client was told to replay everything.
+                throw HubRefusal.badRequest("the query holds \"\(malformed.prefix(80))\", which is not percent-encoded UTF-8 (% takes two hex digits); encode the parameter")
+            }
             outcome = try route(request)
         } catch {
             outcome = .respond(Self.answer(for: error))

@@ -690,6 +690,24 @@ import TestSupport
 
     // MARK: - Bad input
 
+    /// A query whose escapes do not decode is refused, not read as written:
+    /// `epoch=%ZZ` named an epoch no history has, and the client was told to
+    /// replay everything (`409 history_rewound`, `commonHistoryId 0`).
+    @Test(arguments: Backend.allCases) func aMalformedQueryIsRefusedNotReadAsWritten(_ backend: Backend) throws {
+        let a = try Account(backend)
+        a.push([Self.put("x", "v", at: 1)])
+        for target in ["records/changes?epoch=%ZZ", "records/changes?epoch=%C3", "records/changes?since=0&epoch=%", "records/replay?after=%ZZ", "relay?after=%2&wait=0", "records/changes?%ZZ=1"] {
+            let refused = a.hub.call("GET", "\(a.base)/\(target)", token: a.token)
+            #expect(refused.status == 400 && refused.errorCode == "bad_request", "\(target): \(refused.text)")
+            #expect(refused.errorMessage?.contains("not percent-encoded UTF-8") == true, "\(target): \(refused.text)")
+        }
+        // Well-formed escapes decode as before: an epoch of another history is 409, the right one pages.
+        #expect(a.hub.call("GET", "\(a.base)/records/changes?epoch=%41", token: a.token).status == 409)
+        let epoch = try #require(a.hub.call("GET", "\(a.base)/records/changes", token: a.token).json["epoch"] as? String)
+        let escaped = try #require(epoch.addingPercentEncoding(withAllowedCharacters: CharacterSet(charactersIn: "")))
+        #expect(a.hub.call("GET", "\(a.base)/records/changes?epoch=\(escaped)", token: a.token).status == 200)
+    }
+
     /// Bytes have one spelling on the wire: standard padded base64 whose pad bits
     /// are zero (RFC 4648 §3.5). Foundation's decoder also reads "dR==" as "dQ=="
     /// ("u"); the hub refuses every other spelling, in a push, a PUT and any other
