@@ -386,9 +386,10 @@ extension HubService {
         guard let object = value as? [String: Any] else { throw .badRequest("the field \"sets\" must be an object of lists of strings") }
         var sets: [String: [String]] = [:]
         for (name, members) in object {
-            _ = try key(name, field: "sets")
+            _ = try key(name, field: "sets (a set's name)")
             guard let list = members as? [String] else { throw .badRequest("the field \"sets\" must be an object of lists of strings") }
-            for member in list { _ = try key(member, field: "sets") }
+            // The member is named: which of a record's sets and members was refused.
+            for (index, member) in list.enumerated() { _ = try key(member, field: "sets.\(name.prefix(80))[\(index)]") }
             sets[name] = list
         }
         return sets

@@ -816,6 +816,9 @@ import TestSupport
         #expect(a.hub.call("GET", "\(a.base)/records/changes?since=x", token: a.token).status == 400)
         #expect(a.hub.call("GET", "\(a.base)/records/changes?limit=0", token: a.token).status == 400)
         #expect(a.hub.call("PUT", "\(a.base)/records/note/x", json: ["payload": "AA==", "modifiedAt": true], token: a.token).status == 400)
+        // A refused set member is named by its set and place.
+        let emptyMember = a.hub.call("PUT", "\(a.base)/records/note/x", json: ["payload": "AA==", "modifiedAt": 5, "sets": ["labels": ["INBOX", ""]]], token: a.token)
+        #expect(emptyMember.status == 400 && emptyMember.errorMessage?.contains("\"sets.labels[1]\"") == true, "\(emptyMember.text)")
         #expect(try a.hub.snapshot() == before)
         // Above the hub's page size a limit is that size (a client asking more still pages; reading moves its cursor).
         #expect(a.hub.call("GET", "\(a.base)/records/changes?limit=1001", token: a.token).status == 200)
