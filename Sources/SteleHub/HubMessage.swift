@@ -97,5 +97,3 @@ public struct HubWait: Sendable {
         self.expire = expire
     }
 }
-
-
