@@ -25,9 +25,37 @@ public enum HubJSON {
     /// multiple of four, no other character); `nil` otherwise. Foundation's decoder
     /// also takes non-zero pad bits ("QR==" reads as "QQ=="): two spellings of the
     /// same bytes, which a hub storing and comparing what it was sent must not accept.
+    /// Checked on the text as it is, not by encoding the bytes again (a push's payloads
+    /// are up to its whole body).
     public static func base64(_ text: String) -> [UInt8]? {
-        guard let data = Data(base64Encoded: text), data.base64EncodedString() == text else { return nil }
-        return [UInt8](data)
+        guard let data = Data(base64Encoded: text) else { return nil }
+        let bytes = [UInt8](data)
+        let utf8 = text.utf8
+        // Four characters for every three bytes or part of three: nothing else in the text.
+        guard utf8.count == (bytes.count + 2) / 3 * 4 else { return nil }
+        // The last character with bits in it ("xY==" for one byte left over, "xyZ=" for two)
+        // leaves its low four or two bits unused: they must be zero.
+        let unusedBits: UInt8
+        switch bytes.count % 3 {
+        case 1: unusedBits = 0x0F
+        case 2: unusedBits = 0x03
+        default: return bytes
+        }
+        let last = utf8[utf8.index(utf8.endIndex, offsetBy: bytes.count % 3 == 1 ? -3 : -2)]
+        guard let value = base64Value(last) else { return nil }
+        return value & unusedBits == 0 ? bytes : nil
+    }
+
+    /// A character's six bits in the standard base64 alphabet.
+    private static func base64Value(_ character: UInt8) -> UInt8? {
+        switch character {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"): character - UInt8(ascii: "A")
+        case UInt8(ascii: "a")...UInt8(ascii: "z"): character - UInt8(ascii: "a") + 26
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): character - UInt8(ascii: "0") + 52
+        case UInt8(ascii: "+"): 62
+        case UInt8(ascii: "/"): 63
+        default: nil
+        }
     }
 
     /// Parses a request body as one JSON object.

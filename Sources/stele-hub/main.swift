@@ -353,7 +353,7 @@ func run() -> Int32 {
         case "bench": try HubBenchCommand.run(rest)
         case "_open-polls": return OpenPolls.run(rest)
         default:
-            printError("stele-hub: unknown command '\(command)'\(Spelling.hint(command, in: ["serve", "invite", "restored", "compact", "bench"]))")
+            printError("stele-hub: unknown command '\(command)'\(Spelling.hint(command, in: ["serve", "invite", "restored", "compact", "bench", "version"]))")
             printError(usage)
             return 2
         }

@@ -73,7 +73,11 @@ import TestSupport
             }
         }
         try setWritable(false)
-        defer { try? setWritable(true) }
+        defer {
+            // Writable again before the folder is removed (`directory` kept alive until then).
+            try? setWritable(true)
+            withExtendedLifetime(directory) {}
+        }
         try #require(access(folder, W_OK) != 0, "the test could not make \(folder) unwritable, so it checks nothing")
         let got = try Self.stele("get", path, "notes", "groceries")
         #expect(got.status == 0 && got.output == "milk\n", "\(got.error)")

@@ -708,6 +708,25 @@ import TestSupport
         #expect(a.hub.call("GET", "\(a.base)/records/changes?epoch=\(escaped)", token: a.token).status == 200)
     }
 
+    /// The canonical spelling is read back for every length; setting any unused
+    /// pad bit of it (one of the low bits of the last character with bits) is refused.
+    @Test func everyCanonicalSpellingIsReadAndEveryOtherPadBitRefused() {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+        for count in 0..<40 {
+            let bytes = (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
+            let canonical = Data(bytes).base64EncodedString()
+            #expect(HubJSON.base64(canonical) == bytes, "\(count) bytes")
+            guard count % 3 != 0 else { continue }
+            var characters = Array(canonical)
+            let place = characters.count - (count % 3 == 1 ? 3 : 2)
+            let value = alphabet.firstIndex(of: characters[place]) ?? 0
+            for bit in 0..<(count % 3 == 1 ? 4 : 2) {
+                characters[place] = alphabet[value ^ (1 << bit)]
+                #expect(HubJSON.base64(String(characters)) == nil, "\(count) bytes, pad bit \(bit): \(String(characters))")
+            }
+        }
+    }
+
     /// Bytes have one spelling on the wire: standard padded base64 whose pad bits
     /// are zero (RFC 4648 §3.5). Foundation's decoder also reads "dR==" as "dQ=="
     /// ("u"); the hub refuses every other spelling, in a push, a PUT and any other
